@@ -596,12 +596,19 @@ fn repeated_branches_test_a_recent_branchs_bits_and_keep_the_profiles_histograms
     let repeated = with_share(0.0);
     assert_eq!(independent.stats.repeated_branch_share, 0.0);
     let share = |a: &ClusterAsm| a.stats.repeated_branch_share;
+    // Averaged over four seeds, as the counts below: one seed's share moves with the draw (seed 1:
+    // 0.031 at 0.5 and 0.045 at 0, then 0.036 and 0.027 once the buffer split was kept per data
+    // class, which redraws the chunks).
+    let (mut half_sum, mut zero_sum) = (share(&half), share(&repeated));
+    for seed in 2..=4 {
+        half_sum += share(&with_share_seeded(0.5, seed));
+        zero_sum += share(&with_share_seeded(0.0, seed));
+    }
+    let (half_mean, zero_mean) = (half_sum / 4.0, zero_sum / 4.0);
     assert!(
         // Not monotone past the half: the bins still owed bound how many can repeat.
-        share(&half) > 0.03 && share(&repeated) > 0.03,
-        "repeated shares {} at 0.5, {} at 0",
-        share(&half),
-        share(&repeated)
+        half_mean > 0.03 && zero_mean > 0.03,
+        "repeated shares {half_mean} at 0.5, {zero_mean} at 0 (mean of seeds 1-4)"
     );
 
     // A repeat is a counter test with the mask and jump of one of the previous six counter tests of

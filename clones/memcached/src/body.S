@@ -52,79 +52,78 @@ ditto_body_c0:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 10: 1024 bytes, 4 chunk(s), 500 chunk executions per call
+// block 10: 1024 bytes, 4 chunk(s), 504 chunk executions per call
     mov rbx, qword ptr [r15 + 2128248]
-    lea rcx, [rbx + 500]
+    lea rcx, [rbx + 504]
     mov qword ptr [r15 + 2128248], rcx
-    mov r13d, 500
+    mov r13d, 504
     {disp32} jmp .Lc0_b10_c0
     .p2align 10
 .Lc0_b10_c0:
-    mov dword ptr [r15 + 576], 82
-    mov rax, r8
-    mov r8, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j21:
-    movsxd rax, dword ptr [r15 + 384]
-    mov edx, 54
-    movsxd rdx, dword ptr [r15 + 448]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j22:
-    mov rdx, qword ptr [r15 + 320]
-    and rbp, 1984
-    add qword ptr [r15 + rbp + 2880], rbp
-    mov byte ptr [r14 + 192], dl
-    test ebx, 104448
-    jnz 1f
-1:
-.Lc0_j23:
-    mov edi, ecx
-    mov rcx, rdi
-    mov dword ptr [r14 + 576], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j24:
-    movzx ecx, byte ptr [r15 + 640]
-    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r9d, ecx
+    mov ecx, 221
+    mov r9, rcx
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j25:
-    mov r9, r9
-    mov byte ptr [r14 + 640], r9b
-    mov r9d, r9d
+.Lc0_j31:
+    and r9, 448
+    xor dword ptr [r15 + r9 + 1856], r9d
+    movsxd r9, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j26:
-    movsxd r9, dword ptr [r15 + rbp + 2944]
-    mov rbp, r9
-    mov dword ptr [r15 + 320], 115
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j27:
-    mov dword ptr [r14 + 256], ebp
-    mov dword ptr [r15 + 640], 40
-    mov byte ptr [r15 + 512], cl
+.Lc0_j32:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 768], 153
+    mov dword ptr [r15 + 192], ebp
     test bl, 32
     jnz 1f
 1:
-.Lc0_j28:
-    movzx r8d, dil
-    nop
+.Lc0_j33:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 4992], 104
+    mov rdx, rbp
+    lea r8, [r10 + r10*1]
+    movzx edx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j34:
+    and r8, 1984
+    mov byte ptr [r14 + r8 + 2944], r8b
+    mov r9d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j35:
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j36:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov byte ptr [r15 + r8 + 2880], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j37:
+    xchg qword ptr [r15 + 512], rdx
+    mov rdi, qword ptr [r15 + rbp + 4928]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j38:
+    imul rcx, rdi
+    mov byte ptr [r15 + 576], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc0_j29:
+.Lc0_j39:
     jz .Lc0_b10_done
 .Lc0_b10_c1:
     mov rax, qword ptr [r15 + 2128152]
@@ -133,208 +132,209 @@ ditto_body_c0:
     xor eax, eax
     test dword ptr [r15 + 2128155], 269615617
     setz al
-    lea rcx, [rip + .Lc0_d272_s]
+    lea rcx, [rip + .Lc0_d328_s]
     lea rcx, [rcx + rax*8]
-    call .Lc0_d272_s_t
-.Lc0_d272_j:
+    call .Lc0_d328_s_t
+.Lc0_d328_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d272_s:
+.Lc0_d328_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     mov rbp, r10
-    movzx edi, byte ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j30:
     and rbp, 8128
-    inc dword ptr [r15 + rbp + 4928]
+    inc dword ptr [r14 + rbp + 4928]
+    mov ebp, dword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j31:
+.Lc0_j40:
+    mov rdi, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j41:
+    mov qword ptr [r14 + 192], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j42:
+    mov dword ptr [r15 + 448], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j43:
+    movzx eax, byte ptr [r15 + 256]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j44:
+    and r8, 448
+    inc dword ptr [r15 + r8 + 1344]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j45:
+    mov ecx, 31
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j46:
+    mov qword ptr [r14 + 640], rcx
     mov rbp, r10
-    movzx edx, bpl
-    mov edx, 17
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j32:
+.Lc0_j47:
     and rbp, 448
-    mov qword ptr [r15 + rbp + 1856], rbp
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc0_j33:
-    mov r8, qword ptr [r15 + 448]
-    mov byte ptr [r14 + 512], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j34:
-    mov dword ptr [r15 + 320], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j35:
-    mov dword ptr [r15 + 192], 246
-    mov eax, 179
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j36:
-    mov qword ptr [r14 + 384], rax
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc0_j37:
-    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + rbp + 832], 176
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc0_j38:
+.Lc0_j48:
     jz .Lc0_b10_done
 .Lc0_b10_c2:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d322_s]
+    lea rcx, [rip + .Lc0_d377_s]
     add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d322_s_t
-.Lc0_d322_j:
+    call .Lc0_d377_s_t
+.Lc0_d377_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d322_s:
+.Lc0_d377_s:
     ret
     .popsection
-    movq qword ptr [r15 + 512], xmm9
-    mov edi, 5
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j39:
-    mov edi, dword ptr [r15 + 384]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 4928]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j40:
-    movsxd r9, dword ptr [r15 + 448]
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j41:
-    movsxd rax, dword ptr [r15 + 384]
-    mov byte ptr [r14 + 320], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j42:
-    mov rcx, rax
-    mov byte ptr [r15 + 192], cl
+    xchg qword ptr [r15 + 192], rax
+    movsxd r8, dword ptr [r14 + 256]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc0_j43:
-    movsxd rdx, dword ptr [r15 + r8 + 4992]
-    inc dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 2128155], 0xa57d8666
-    jae 1f
-1:
-.Lc0_j44:
-    movsxd rdx, dword ptr [r14 + 448]
+.Lc0_j49:
     mov rbp, r10
-    mov byte ptr [r14 + 512], bpl
+    mov r8d, 230
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j45:
-    mov r9d, ebp
-    and rbp, 448
-    movsxd r9, dword ptr [r14 + rbp + 1344]
+.Lc0_j50:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 2097088
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + rbp + 22144]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j51:
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 1856]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j52:
+    mov byte ptr [r14 + 576], sil
+    mov rsi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j53:
+    imul eax, ecx, 90
+    cmp dword ptr [r15 + 2128155], 0xa57d8666
+    jae 1f
+1:
+.Lc0_j54:
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j55:
+    mov byte ptr [r15 + 384], al
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j56:
+    mov byte ptr [r15 + 256], al
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j57:
+    movsxd rbp, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc0_j46:
+.Lc0_j58:
     jz .Lc0_b10_done
 .Lc0_b10_c3:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d369_s]
+    lea rcx, [rip + .Lc0_d427_s]
     add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d369_s_t
-.Lc0_d369_j:
+    call .Lc0_d427_s_t
+.Lc0_d427_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d369_s:
+.Lc0_d427_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 512]
-    movzx esi, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j47:
-    mov rbp, rcx
-    mov rcx, rbp
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j48:
-    mov dword ptr [r15 + 320], 88
+    mov dword ptr [r14 + 192], 95
+    movzx esi, byte ptr [r15 + 640]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc0_j49:
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 1344], 205
-    pshufd xmm15, xmm10, 152
-    cmp dword ptr [r15 + 2128156], 0x5a82799a
+.Lc0_j59:
+    mov byte ptr [r15 + 512], sil
+    mov dword ptr [r14 + 768], 149
+    cmp dword ptr [r15 + 2128156], 0xb504f33
     jae 1f
 1:
-.Lc0_j50:
-    mov eax, 121
-    mov eax, dword ptr [r15 + 192]
+.Lc0_j60:
+    mov rbp, rsi
+    mov byte ptr [r15 + 384], bpl
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j61:
+    mov rax, rbp
+    pshufd xmm15, xmm11, 152
+    mov rbp, r10
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j62:
+    mov ecx, 121
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 4928]
     cmp dword ptr [r15 + 2128155], 0x5a82799a
     jae 1f
 1:
-.Lc0_j51:
-    mov byte ptr [r15 + 768], al
+.Lc0_j63:
+    mov r9d, dword ptr [r14 + 576]
+    movzx edx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j52:
-    movzx ecx, al
-    pmovmskb eax, xmm10
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j53:
-    mov byte ptr [r15 + 384], r9b
-    and r9, 2097088
-    movzx esi, byte ptr [r15 + r9 + 22144]
+.Lc0_j64:
+    movzx esi, bpl
+    movzx esi, byte ptr [r15 + 320]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc0_j54:
-    movzx esi, byte ptr [r14 + 256]
+.Lc0_j65:
+    mov dword ptr [r15 + 384], 190
+    pcmpeqb xmm15, xmmword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc0_j55:
+.Lc0_j66:
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
 // block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
@@ -348,184 +348,282 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    mov dword ptr [r15 + 576], 225
-    mov dword ptr [r15 + 320], 192
-    mov eax, dword ptr [r15 + 320]
+    xor eax, eax
+    test dword ptr [r15 + 2128155], 1342324740
+    setz al
+    lea rcx, [rip + .Lc0_d50_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d50_s_t
+.Lc0_d50_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d50_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r8, r10
-    cmp dword ptr [r15 + 2128155], 0x5a82799a
-    jae 1f
+    mov eax, r8d
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 2368]
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc0_j0:
-    lea rbp, [r10 + r10*1]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1856]
-    mov r8, r8
-    and rbp, 448
-    add qword ptr [r15 + rbp + 896], rax
-    test ebx, 2147483648
+    mov qword ptr [r15 + 448], r8
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc0_j1:
-    mov dword ptr [r15 + 384], eax
-    mov eax, r8d
-    test ebx, 2147483648
+    mov r8, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc0_j2:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], 109
-    mov esi, dword ptr [r15 + rbp + 832]
-    test bl, 8
+    mov r8d, dword ptr [r15 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc0_j3:
-    mov dword ptr [r15 + 448], esi
-    mov rsi, r8
-    movzx r8d, byte ptr [r15 + 256]
-    test bl, 8
+    mov eax, dword ptr [r15 + 320]
+    mov rbp, r10
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc0_j4:
-    mov qword ptr [r15 + 640], r8
-    mov rax, rsi
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j5:
+    movzx r8d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j6:
+    mov rax, rax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc0_j5:
+.Lc0_j7:
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128208]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 2128208], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    paddq xmm14, xmmword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 256]
-    dec r13
-.Lc0_j14:
-    jnz .Lc0_b5_c0
-.Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 479 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128216]
-    lea rcx, [rbx + 479]
-    mov qword ptr [r15 + 2128216], rcx
-    mov r13d, 479
-    jmp .Lc0_b6_c0
-    .p2align 6
-.Lc0_b6_c0:
-    lea rcx, [rip + .Lc0_d163_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d163_s_t
-.Lc0_d163_j:
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    xor eax, eax
+    test dword ptr [r15 + 2128156], 813959168
+    setz al
+    lea rcx, [rip + .Lc0_d171_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d171_s_t
+.Lc0_d171_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d163_s:
+.Lc0_d171_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 4928]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc0_j15:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc0_j16:
-    jnz .Lc0_b6_c0
-.Lc0_b6_done:
-// block 11: 64 bytes, 1 chunk(s), 863 chunk executions per call
-    mov r13d, 863
-    jmp .Lc0_b11_c0
-    .p2align 6
-.Lc0_b11_c0:
-    mov rbp, r10
-    and rbp, 448
-    lock or dword ptr [r15 + rbp + 1344], 7
-    mov dword ptr [r14 + 448], 51
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
-    add r10, r11
-    dec r13
-.Lc0_j56:
-    jnz .Lc0_b11_c0
-.Lc0_b11_done:
-// block 3: 64 bytes, 1 chunk(s), 970 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128192]
-    lea rcx, [rbx + 970]
-    mov qword ptr [r15 + 2128192], rcx
-    mov r13d, 970
-    jmp .Lc0_b3_c0
-    .p2align 6
-.Lc0_b3_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc0_j10:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    inc rbx
-    dec r13
-.Lc0_j11:
-    jnz .Lc0_b3_c0
-.Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 1086 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128200]
-    lea rcx, [rbx + 1086]
-    mov qword ptr [r15 + 2128200], rcx
-    mov r13d, 1086
-    jmp .Lc0_b4_c0
-    .p2align 6
-.Lc0_b4_c0:
-    mov ebp, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 192]
-    movzx edi, sil
+    xor eax, eax
+    test dword ptr [r15 + 2128155], 184551425
+    setz al
+    lea rcx, [rip + .Lc0_d180_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d180_s_t
+.Lc0_d180_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d180_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd rsi, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j12:
-    movzx ebp, byte ptr [r15 + 512]
+.Lc0_j17:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j18:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j19:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j20:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j21:
+    inc rbx
+    dec r13
+.Lc0_j22:
+    jnz .Lc0_b5_c0
+.Lc0_b5_done:
+// block 6: 64 bytes, 1 chunk(s), 719 chunk executions per call
+    mov r13d, 719
+    jmp .Lc0_b6_c0
+    .p2align 6
+.Lc0_b6_c0:
+    mov r9, r10
+    and r9, 8128
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + r9 + 4928]
+    and rbp, 448
+    movzx eax, byte ptr [r14 + rbp + 1344]
+    add r11, 64
+    add r10, r11
+    dec r13
+.Lc0_j23:
+    jnz .Lc0_b6_c0
+.Lc0_b6_done:
+// block 11: 64 bytes, 1 chunk(s), 791 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128256]
+    lea rcx, [rbx + 791]
+    mov qword ptr [r15 + 2128256], rcx
+    mov r13d, 791
+    jmp .Lc0_b11_c0
+    .p2align 6
+.Lc0_b11_c0:
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 320], 13
+    mov ebp, ecx
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j67:
+    movzx r9d, byte ptr [r15 + 448]
+    mov rdx, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 512], 154
+    inc rbx
+    dec r13
+.Lc0_j68:
+    jnz .Lc0_b11_c0
+.Lc0_b11_done:
+// block 3: 64 bytes, 1 chunk(s), 874 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128192]
+    lea rcx, [rbx + 874]
+    mov qword ptr [r15 + 2128192], rcx
+    mov r13d, 874
+    jmp .Lc0_b3_c0
+    .p2align 6
+.Lc0_b3_c0:
+    mov ebp, dword ptr [r14 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j12:
+    mov rax, rax
+    mov eax, dword ptr [r15 + 256]
     inc rbx
     dec r13
 .Lc0_j13:
+    jnz .Lc0_b3_c0
+.Lc0_b3_done:
+// block 4: 64 bytes, 1 chunk(s), 797 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128200]
+    lea rcx, [rbx + 797]
+    mov qword ptr [r15 + 2128200], rcx
+    mov r13d, 797
+    jmp .Lc0_b4_c0
+    .p2align 6
+.Lc0_b4_c0:
+    movzx esi, cl
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j14:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j15:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r14 + 192]
+    inc rbx
+    dec r13
+.Lc0_j16:
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
-// block 8: 64 bytes, 1 chunk(s), 1107 chunk executions per call
-    mov r13d, 1107
+// block 8: 64 bytes, 1 chunk(s), 485 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128232]
+    lea rcx, [rbx + 485]
+    mov qword ptr [r15 + 2128232], rcx
+    mov r13d, 485
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r14 + 320]
-    mov edx, ebp
-    mov qword ptr [r14 + 384], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc0_d238_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d238_s_t
+.Lc0_d238_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d238_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 640], rcx
+    mov ecx, esi
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j26:
+    mov r8d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j27:
+    movsxd rbp, dword ptr [r15 + 384]
+    inc rbx
     dec r13
-.Lc0_j18:
+.Lc0_j28:
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 7: 64 bytes, 1 chunk(s), 1852 chunk executions per call
-    mov r13d, 1852
+// block 7: 64 bytes, 1 chunk(s), 1140 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128224]
+    lea rcx, [rbx + 1140]
+    mov qword ptr [r15 + 2128224], rcx
+    mov r13d, 1140
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
     mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 13120]
+    movsxd rsi, dword ptr [r15 + r8 + 13120]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc0_j24:
+    mov qword ptr [r15 + 384], rsi
+    mov rsi, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
+    inc rbx
     dec r13
-.Lc0_j17:
+.Lc0_j25:
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
 // block 9: 64 bytes, 1 chunk(s), 1684 chunk executions per call
@@ -536,28 +634,28 @@ ditto_body_c0:
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    movzx r8d, byte ptr [r14 + 704]
-    mov r9, r10
-    mov edi, r9d
-    test ebx, 2147483648
+    movzx r9d, byte ptr [r14 + 704]
+    mov rbp, r10
+    mov esi, ebp
+    test ebx, 1073741824
     jnz 1f
 1:
-.Lc0_j19:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 448], edi
+.Lc0_j29:
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc0_j20:
+.Lc0_j30:
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 1: 64 bytes, 1 chunk(s), 2898 chunk executions per call
+// block 1: 64 bytes, 1 chunk(s), 2895 chunk executions per call
     mov rbx, qword ptr [r15 + 2128176]
-    lea rcx, [rbx + 2898]
+    lea rcx, [rbx + 2895]
     mov qword ptr [r15 + 2128176], rcx
-    mov r13d, 2898
+    mov r13d, 2895
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
@@ -565,49 +663,49 @@ ditto_body_c0:
     shl rcx, 25
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    and eax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc0_j6:
-    popcnt rbp, r8
-    jmp 1f
-1:
-    mov r8, rax
-    mov dword ptr [r15 + 0], 162
-    inc rbx
-    dec r13
-.Lc0_j7:
-    jnz .Lc0_b1_c0
-.Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 2230 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128184]
-    lea rcx, [rbx + 2230]
-    mov qword ptr [r15 + 2128184], rcx
-    mov r13d, 2230
-    jmp .Lc0_b2_c0
-    .p2align 6
-.Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d109_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d109_s_t
-.Lc0_d109_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d109_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 576], 217
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    and esi, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc0_j8:
-    movzx ebp, bpl
+    popcnt rdi, rsi
+    jmp 1f
+1:
+    mov rsi, rax
+    mov dword ptr [r15 + 0], 162
     inc rbx
     dec r13
 .Lc0_j9:
+    jnz .Lc0_b1_c0
+.Lc0_b1_done:
+// block 2: 64 bytes, 1 chunk(s), 2231 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128184]
+    lea rcx, [rbx + 2231]
+    mov qword ptr [r15 + 2128184], rcx
+    mov r13d, 2231
+    jmp .Lc0_b2_c0
+    .p2align 6
+.Lc0_b2_c0:
+    lea rcx, [rip + .Lc0_d115_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d115_s_t
+.Lc0_d115_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d115_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 576], 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j10:
+    movzx esi, cl
+    inc rbx
+    dec r13
+.Lc0_j11:
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
     mov qword ptr [r15 + 2128128], r11
@@ -851,652 +949,665 @@ ditto_body_c1:
     jmp .Lc1_b9_c63
     .p2align 12
 .Lc1_b9_c0:
-    lea rcx, [rip + .Lc1_d1816_s]
+    lea rcx, [rip + .Lc1_d1815_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1816_s_t
-.Lc1_d1816_j:
+    call .Lc1_d1815_s_t
+.Lc1_d1815_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1816_s:
+.Lc1_d1815_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1821_s]
+    lea rcx, [rip + .Lc1_d1820_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1821_s_t
-.Lc1_d1821_j:
+    call .Lc1_d1820_s_t
+.Lc1_d1820_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1821_s:
+.Lc1_d1820_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1826_s]
+    lea rcx, [rip + .Lc1_d1825_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1826_s_t
-.Lc1_d1826_j:
+    call .Lc1_d1825_s_t
+.Lc1_d1825_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1826_s:
+.Lc1_d1825_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1831_s]
+    lea rcx, [rip + .Lc1_d1830_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1831_s_t
-.Lc1_d1831_j:
+    call .Lc1_d1830_s_t
+.Lc1_d1830_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1831_s:
+.Lc1_d1830_s:
     ret
     .popsection
-    mov ebp, 99
-    or ebp, ecx
-    inc ebp
-    mov rbp, rcx
-    mov ebp, ecx
-    mov qword ptr [r15 + 128], rdx
-    movsxd rbp, dword ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 640]
+    mov ecx, 99
+    or ecx, edi
+    inc ecx
+    mov rcx, r8
+    mov ecx, edi
+    mov qword ptr [r15 + 320], rdx
+    movsxd r8, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 256]
+    inc rbx
+    dec r13
+.Lc1_j219:
+    jz .Lc1_b9_done
+.Lc1_b9_c1:
+    lea rcx, [rip + .Lc1_d1846_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1846_s_t
+.Lc1_d1846_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1846_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1851_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1851_s_t
+.Lc1_d1851_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1851_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1856_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1856_s_t
+.Lc1_d1856_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1856_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1861_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1861_s_t
+.Lc1_d1861_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1861_s:
+    ret
+    .popsection
+    mov rbp, r10
+    inc ecx
+    and rbp, 8388544
+    movzx edx, byte ptr [r15 + rbp + 2383488]
+    movzx ecx, byte ptr [r15 + 128]
+    test ebp, ebp
+    mov esi, dword ptr [r15 + 256]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j220:
     jz .Lc1_b9_done
-.Lc1_b9_c1:
-    lea rcx, [rip + .Lc1_d1847_s]
+.Lc1_b9_c2:
+    lea rcx, [rip + .Lc1_d1878_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1847_s_t
-.Lc1_d1847_j:
+    call .Lc1_d1878_s_t
+.Lc1_d1878_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1847_s:
+.Lc1_d1878_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1852_s]
+    lea rcx, [rip + .Lc1_d1883_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1852_s_t
-.Lc1_d1852_j:
+    call .Lc1_d1883_s_t
+.Lc1_d1883_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1852_s:
+.Lc1_d1883_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1857_s]
+    lea rcx, [rip + .Lc1_d1888_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1857_s_t
-.Lc1_d1857_j:
+    call .Lc1_d1888_s_t
+.Lc1_d1888_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1857_s:
+.Lc1_d1888_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1862_s]
+    lea rcx, [rip + .Lc1_d1893_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1862_s_t
-.Lc1_d1862_j:
+    call .Lc1_d1893_s_t
+.Lc1_d1893_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1862_s:
+.Lc1_d1893_s:
     ret
     .popsection
-    mov r8, r10
+    mov ecx, 9
+    mov rcx, rcx
+    mov ecx, 247
+    mov dword ptr [r15 + 640], 117
     inc ecx
-    and r8, 8388544
-    movzx esi, byte ptr [r15 + r8 + 2383488]
-    movzx ecx, byte ptr [r14 + 64]
-    test r8d, r8d
-    mov dword ptr [r15 + 128], esi
-    add r11, 64
-    add r10, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, rcx
+    add r9, 53
     inc rbx
     dec r13
 .Lc1_j221:
     jz .Lc1_b9_done
-.Lc1_b9_c2:
-    lea rcx, [rip + .Lc1_d1879_s]
+.Lc1_b9_c3:
+    lea rcx, [rip + .Lc1_d1909_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1879_s_t
-.Lc1_d1879_j:
+    call .Lc1_d1909_s_t
+.Lc1_d1909_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1879_s:
+.Lc1_d1909_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1884_s]
+    lea rcx, [rip + .Lc1_d1914_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1884_s_t
-.Lc1_d1884_j:
+    call .Lc1_d1914_s_t
+.Lc1_d1914_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1884_s:
+.Lc1_d1914_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1889_s]
+    lea rcx, [rip + .Lc1_d1919_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1889_s_t
-.Lc1_d1889_j:
+    call .Lc1_d1919_s_t
+.Lc1_d1919_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1889_s:
+.Lc1_d1919_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1894_s]
+    lea rcx, [rip + .Lc1_d1924_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1894_s_t
-.Lc1_d1894_j:
+    call .Lc1_d1924_s_t
+.Lc1_d1924_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1894_s:
+.Lc1_d1924_s:
     ret
     .popsection
-    mov r9, r10
-    inc ecx
-    and r9, 960
-    mov rdx, qword ptr [r14 + r9 + 2496]
-    mov ecx, dword ptr [r14 + 768]
-    mov edi, 255
-    add r11, 64
-    add r10, r11
+    mov byte ptr [r15 + 448], cl
+    movzx eax, cl
+    mov eax, 27
+    mov eax, dword ptr [r14 + 512]
+    movzx ecx, byte ptr [r14 + 384]
+    mov dword ptr [r14 + 320], 97
     inc rbx
     dec r13
 .Lc1_j222:
     jz .Lc1_b9_done
-.Lc1_b9_c3:
-    lea rcx, [rip + .Lc1_d1910_s]
+.Lc1_b9_c4:
+    lea rcx, [rip + .Lc1_d1938_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1910_s_t
-.Lc1_d1910_j:
+    call .Lc1_d1938_s_t
+.Lc1_d1938_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1910_s:
+.Lc1_d1938_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1915_s]
+    lea rcx, [rip + .Lc1_d1943_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1915_s_t
-.Lc1_d1915_j:
+    call .Lc1_d1943_s_t
+.Lc1_d1943_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1915_s:
+.Lc1_d1943_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1920_s]
+    lea rcx, [rip + .Lc1_d1948_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1920_s_t
-.Lc1_d1920_j:
+    call .Lc1_d1948_s_t
+.Lc1_d1948_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1920_s:
+.Lc1_d1948_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1925_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1925_s_t
-.Lc1_d1925_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1925_s:
-    ret
-    .popsection
-    mov rbp, r10
-    and rbp, 960
-    mov ecx, dword ptr [r14 + rbp + 2496]
-    movzx eax, bpl
-    mov eax, 27
-    mov dword ptr [r14 + 64], 179
-    add r11, 64
-    add r10, r11
+    mov ecx, 195
+    shl rcx, 1
+    mov dword ptr [r14 + 192], 168
+    xor dword ptr [r15 + 256], ecx
+    .byte 0x66, 0x90
+    or ecx, ecx
+    mov rcx, qword ptr [r14 + 384]
+    mov esi, ecx
+    mov esi, dword ptr [r14 + 320]
+    mov rdx, qword ptr [r15 + 512]
+    movzx edi, cl
     inc rbx
     dec r13
 .Lc1_j223:
     jz .Lc1_b9_done
-.Lc1_b9_c4:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, al
-    and rbp, 2097088
-    mov eax, dword ptr [r14 + rbp + 286336]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r14 + 128]
-    xor dword ptr [r15 + rbp + 286400], ecx
-    mov r9, r10
-    mov rbp, qword ptr [r14 + 1152]
-    mov ecx, ecx
-    .byte 0x66, 0x90
-    and r9, 4032
+.Lc1_b9_c5:
     mov r8, r10
-    mov dword ptr [r14 + r9 + 3520], 186
-    mov edi, 54
-    neg rdi
-    and r8, 960
-    mov byte ptr [r15 + r8 + 2496], r9b
-    shl rax, 17
-    mov rdi, qword ptr [r15 + 1024]
+    mov ecx, esi
+    mov rbp, r10
+    imul rsi, qword ptr [r15 + 64]
+    and r8, 4032
+    xor dword ptr [r15 + r8 + 3520], ebp
+    movsxd rdx, dword ptr [r14 + 320]
+    and rbp, 960
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + rbp + 2496]
+    and r8, 8388544
+    movsxd rcx, dword ptr [r15 + r8 + 2383488]
+    or ecx, ebp
+    mov dword ptr [r15 + 192], 202
+    mov r9, rdi
+    mov r9, rbp
     mov r9, r8
-    or r9d, r8d
+    mov r9, qword ptr [r15 + r8 + 2383552]
+    cmp r8, rcx
+    mov dword ptr [r15 + 384], 186
+    shl r9, 10
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j224:
     jz .Lc1_b9_done
-.Lc1_b9_c5:
-    lea rcx, [rip + .Lc1_d1968_s]
+.Lc1_b9_c6:
+    lea rcx, [rip + .Lc1_d1993_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1968_s_t
-.Lc1_d1968_j:
+    call .Lc1_d1993_s_t
+.Lc1_d1993_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1968_s:
+.Lc1_d1993_s:
     ret
     .popsection
-    lea r8, [r10 + r10*1]
-    and r8, 8388544
-    mov rcx, qword ptr [r15 + r8 + 2383552]
-    mov rdi, r8
-    imul rdi, qword ptr [r15 + 1088]
-    mov r9, rcx
-    cmp r8, r8
-    mov dword ptr [r14 + 64], 146
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 832]
-    mov ebp, edi
-    mov rbp, rdi
-    and r9, 2097088
-    movsxd rdi, dword ptr [r14 + r9 + 286336]
-    or edi, edx
-    movsxd r9, dword ptr [r15 + r8 + 2383488]
-    shl r9, 23
-    add r11, 64
-    add r10, r11
+    mov r9d, dword ptr [r15 + 512]
+    mov ecx, ecx
+    lock add qword ptr [r15 + 256], r9
+    mov qword ptr [r15 + 192], r9
+    mov dword ptr [r14 + 448], 109
+    mov qword ptr [r15 + 192], r9
+    mov eax, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 320]
+    test ecx, ecx
+    mov r9d, 69
+    mov dword ptr [r15 + 384], eax
+    inc edx
+    mov rcx, qword ptr [r14 + 256]
+    movsxd rax, dword ptr [r14 + 1152]
+    shr eax, 7
     inc rbx
     dec r13
 .Lc1_j225:
     jz .Lc1_b9_done
-.Lc1_b9_c6:
-    lea rcx, [rip + .Lc1_d1995_s]
+.Lc1_b9_c7:
+    lea rcx, [rip + .Lc1_d2016_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1995_s_t
-.Lc1_d1995_j:
+    call .Lc1_d2016_s_t
+.Lc1_d2016_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1995_s:
+.Lc1_d2016_s:
     ret
     .popsection
-    mov rbp, r10
-    mov dword ptr [r14 + 512], 176
-    and rbp, 4032
-    mov r9, r10
-    mov qword ptr [r15 + rbp + 3520], rcx
-    and r9, 8388544
-    mov dword ptr [r15 + r9 + 2383488], ebp
-    mov rcx, qword ptr [r15 + 896]
-    mov qword ptr [r15 + 640], rbp
-    mov r9d, 52
-    movsxd r9, dword ptr [r14 + 448]
-    movsxd rbp, dword ptr [r15 + 704]
-    inc ebp
+    mov r9d, ecx
+    vpaddd ymm6, ymm9, ymmword ptr [r15 + 256]
     lea rdi, [r15 + 10772736]
-    mov ecx, 157
+    mov ecx, 278
     rep stosb
-    shr ecx, 31
+    add rdi, 71
+    lea rdi, [r9 + r9*2 + 62]
+    sete dil
+    and rdi, r9
+    cmp rcx, rcx
+    mov r9d, dword ptr [r15 + 192]
+    neg r9
+    mov rbp, r10
+    mov ecx, edi
+    vpaddd ymm2, ymm6, ymmword ptr [r15 + 256]
+    and rbp, 8388544
+    movzx edi, byte ptr [r15 + rbp + 2383488]
+    and rdi, r9
+    mov rbp, qword ptr [r14 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j226:
     jz .Lc1_b9_done
-.Lc1_b9_c7:
-    mov dword ptr [r15 + 448], edi
-    mov r9, r10
-    vpaddd ymm11, ymm1, ymmword ptr [r15 + 576]
-    neg rbp
-    vpaddd ymm9, ymm11, ymmword ptr [r15 + 128]
-    and r9, 8388544
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + r9 + 2383488]
-    mov edi, dword ptr [r15 + 640]
-    add rdi, 62
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3520]
-    lea rsi, [rcx + rcx*2 + 36]
-    cmp rcx, rcx
-    mov ebp, ecx
-    lea rdi, [r15 + 10772736]
-    mov ecx, 170
-    rep stosb
-    mov edi, r9d
-    sete dil
-    and rdi, rsi
-    and rdi, rbp
-    mov r9, qword ptr [r14 + 512]
+.Lc1_b9_c8:
+    mov r8, r10
+    mov rcx, rbp
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 2383488], 55
+    mov rbp, qword ptr [r15 + 768]
+    mov r8, r10
+    mov rdi, qword ptr [r14 + 256]
+    mov rsi, rcx
+    imul rsi, qword ptr [r15 + 64]
+    and r8, 960
+    movzx ecx, byte ptr [r15 + r8 + 2496]
+    mov qword ptr [r14 + 192], rdi
+    and r8, rdi
+    mov byte ptr [r14 + 128], dil
+    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 704], rcx
+    mov qword ptr [r15 + 320], rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j227:
     jz .Lc1_b9_done
-.Lc1_b9_c8:
-    lea rcx, [rip + .Lc1_d2050_s]
+.Lc1_b9_c9:
+    lea rcx, [rip + .Lc1_d2067_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2050_s_t
-.Lc1_d2050_j:
+    call .Lc1_d2067_s_t
+.Lc1_d2067_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2050_s:
+.Lc1_d2067_s:
     ret
     .popsection
-    inc dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 576]
-    mov r9, rcx
-    lea r9, [r10 + r10*1]
-    and rdi, rcx
-    mov rdi, rcx
-    and r9, 2097088
-    movzx edi, byte ptr [r15 + r9 + 286400]
-    mov qword ptr [r15 + 960], rcx
-    mov dword ptr [r14 + 192], 185
-    mov byte ptr [r14 + 768], r9b
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 1152], r9
-    mov qword ptr [r14 + r9 + 286336], r9
+    mov r9, r10
+    mov ecx, 127
+    and r9, 8388544
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + r9 + 2383488]
+    mov eax, r9d
+    and rbp, 960
+    movsxd rax, dword ptr [r15 + rbp + 2496]
+    mov r9d, 174
+    add r9, rdx
+    movzx ebp, byte ptr [r15 + 192]
+    mov rcx, rdx
+    mov r9d, edx
+    movsxd r9, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 256], 62
+    movzx edx, byte ptr [r14 + 256]
+    mov r8d, dword ptr [r15 + 192]
+    mov rsi, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j228:
     jz .Lc1_b9_done
-.Lc1_b9_c9:
-    mov r9, r10
-    mov edi, 127
-    mov edi, r9d
-    and r9, 8388544
-    movzx ecx, byte ptr [r15 + r9 + 2383488]
-    movzx eax, byte ptr [r14 + 256]
-    movsxd r9, dword ptr [r15 + 640]
-    mov r8d, 137
-    mov r8d, edi
-    mov dword ptr [r15 + 704], 89
-    add r9, rax
-    mov rdi, qword ptr [r15 + 128]
-    mov rdx, rax
-    mov edx, dword ptr [r14 + 64]
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 512]
-    and rbp, 2097088
-    movsxd r8, dword ptr [r15 + rbp + 286336]
-    mov rsi, r9
+.Lc1_b9_c10:
+    movsxd rax, dword ptr [r15 + 448]
+    lea rdi, [r15 + 10772736]
+    mov ecx, 302
+    rep stosb
+    inc dword ptr [r15 + 256]
+    movzx esi, al
+    mov r8, r10
+    imul rdi, qword ptr [r15 + 128]
+    imul rdi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 192], ecx
+    and r8, 4032
+    mov dword ptr [r14 + r8 + 3520], 69
+    mov ecx, 160
+    add rcx, 25
+    .byte 0x66, 0x90
+    mov r8, r8
+    shr r8d, 8
+    mov ecx, dword ptr [r15 + 256]
+    xor ecx, r8d
+    mov rsi, r8
+    mov byte ptr [r14 + 256], r8b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j229:
     jz .Lc1_b9_done
-.Lc1_b9_c10:
-    lea rcx, [rip + .Lc1_d2098_s]
+.Lc1_b9_c11:
+    lea rcx, [rip + .Lc1_d2121_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2098_s_t
-.Lc1_d2098_j:
+    call .Lc1_d2121_s_t
+.Lc1_d2121_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2098_s:
+.Lc1_d2121_s:
     ret
     .popsection
-    mov r8, r10
-    and r8, 8388544
-    mov dword ptr [r15 + r8 + 2383488], 94
-    mov byte ptr [r15 + 1152], cl
-    movsxd rsi, dword ptr [r14 + 1088]
-    mov r8d, 91
-    add r8, 35
-    mov rcx, rsi
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 2
-    rep movsb
-    inc dword ptr [r15 + 64]
-    imul r8, qword ptr [r14 + 64]
-    .byte 0x66, 0x90
-    xor ecx, esi
-    mov dword ptr [r15 + 576], edi
-    imul r8, qword ptr [r15 + 128]
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r14 + 192], rcx
+    movsxd rsi, dword ptr [r14 + 128]
+    mov rcx, rcx
+    mov ecx, esi
+    movzx ecx, byte ptr [r15 + 576]
+    mov rdi, rsi
+    and rdi, rsi
+    add qword ptr [r15 + 64], rsi
+    movsxd r8, dword ptr [r15 + 384]
+    add r8, 55
+    test ecx, ecx
+    movzx esi, byte ptr [r15 + 128]
+    mov rax, qword ptr [r14 + 64]
+    xor eax, edi
+    xor eax, r8d
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 256]
+    shl rdx, 29
+    mov r9, rax
     inc rbx
     dec r13
 .Lc1_j230:
     jz .Lc1_b9_done
-.Lc1_b9_c11:
-    lea rbp, [r10 + r10*1]
-    shl rcx, 22
-    mov ecx, r8d
+.Lc1_b9_c12:
+    lea rcx, [rip + .Lc1_d2149_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2149_s_t
+.Lc1_d2149_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2149_s:
+    ret
+    .popsection
+    mov r9, r10
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3520]
+    add rcx, r9
+    movzx r8d, r9b
+    shr r8d, 15
+    mov r8, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx ebp, cl
+    mov rbp, r10
+    mov qword ptr [r15 + 64], rcx
+    shl r9, 2
+    mov rcx, r8
     and rbp, 960
-    movzx ecx, byte ptr [r15 + rbp + 2496]
-    mov r8, rbp
-    add qword ptr [r15 + rbp + 2560], rbp
-    mov qword ptr [r14 + 448], rcx
-    movzx ebp, byte ptr [r15 + 768]
-    and rbp, rcx
-    mov r9, r8
-    test ecx, ecx
-    add rbp, 102
-    mov r8, qword ptr [r15 + 64]
-    xor r8d, r9d
-    xor r8d, r9d
-    mov rcx, r9
-    mov dword ptr [r15 + 128], 50
-    movsxd r9, dword ptr [r15 + 1024]
-    mov qword ptr [r14 + 512], rbp
-    movsxd rax, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r14 + rbp + 2496]
+    sub rcx, r9
+    mov dword ptr [r14 + 704], 195
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j231:
     jz .Lc1_b9_done
-.Lc1_b9_c12:
-    lea rcx, [rip + .Lc1_d2152_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2152_s_t
-.Lc1_d2152_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2152_s:
-    ret
-    .popsection
+.Lc1_b9_c13:
     mov r8, r10
-    and r8, 8388544
-    movzx ecx, byte ptr [r15 + r8 + 2383488]
-    add rcx, r8
-    movzx eax, r8b
-    shr eax, 15
-    mov rax, qword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 896]
-    movzx edx, cl
+    and r8, 4032
+    vmovdqu ymm4, ymmword ptr [r15 + r8 + 3520]
     mov rbp, r10
-    mov qword ptr [r15 + 64], rcx
-    shl r8, 2
-    mov rcx, rax
-    and rbp, 2097088
-    mov rcx, qword ptr [r14 + rbp + 286336]
-    sub rcx, rdx
-    mov dword ptr [r14 + 832], 195
+    movzx r9d, r8b
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 8388544
+    mov dword ptr [r15 + rbp + 2383488], r8d
+    movsxd rcx, dword ptr [r15 + 640]
+    mov rbp, r10
+    vpaddd ymm15, ymm4, ymmword ptr [r14 + 256]
+    test r9d, r9d
+    and rbp, 960
+    movsxd r8, dword ptr [r15 + rbp + 2496]
+    mov esi, 58
+    shr esi, 11
+    mov qword ptr [r15 + 192], rcx
+    or r8d, ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j232:
     jz .Lc1_b9_done
-.Lc1_b9_c13:
-    movzx eax, cl
-    movzx eax, cl
-    mov eax, 62
-    movsxd rax, dword ptr [r14 + 128]
-    add rax, qword ptr [r15 + 640]
+.Lc1_b9_c14:
+    lea rcx, [rip + .Lc1_d2199_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2199_s_t
+.Lc1_d2199_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2199_s:
+    ret
+    .popsection
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 576]
+    mov ecx, ecx
+    mov rcx, rbp
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 2496], ecx
+    mov r8d, 200
+    mov r8d, dword ptr [r15 + 256]
+    or qword ptr [r14 + 320], 97
+    inc ecx
+    mov dword ptr [r15 + 192], 44
+    movzx eax, byte ptr [r14 + 576]
+    vpaddd ymm3, ymm2, ymmword ptr [r15 + 384]
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 51
     and rbp, 8388544
-    mov dword ptr [r15 + rbp + 2383488], eax
-    vmovdqu ymm2, ymmword ptr [r15 + 704]
-    shr ebp, 8
-    imul rbp, qword ptr [r15 + 64]
-    mov qword ptr [r14 + 960], rax
-    xor eax, ecx
-    mov byte ptr [r15 + 640], cl
-    movzx ecx, byte ptr [r15 + 192]
-    vpaddd ymm8, ymm2, ymmword ptr [r15 + 1088]
-    test ebp, ebp
+    movzx edx, byte ptr [r15 + rbp + 2383488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j233:
     jz .Lc1_b9_done
-.Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d2202_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2202_s_t
-.Lc1_d2202_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2202_s:
-    ret
-    .popsection
-    mov eax, 92
-    mov rax, rcx
-    mov dword ptr [r14 + 768], 150
-    mov r9d, ecx
-    or qword ptr [r15 + 128], 56
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, r10
-    mov dword ptr [r15 + 576], 85
-    and r9, 960
-    movzx esi, byte ptr [r15 + r9 + 2496]
-    imul rsi, qword ptr [r15 + 256]
-    mov r9, r10
+.Lc1_b9_c15:
     inc eax
-    and r9, 8388544
-    movzx edi, byte ptr [r14 + r9 + 2383488]
-    add r11, 64
-    add r10, r11
+    add rax, rdx
+    mov eax, edx
+    lea rdi, [r15 + 10772736]
+    mov ecx, 304
+    rep stosb
+    mov dword ptr [r15 + 256], 174
+    mov ebp, 194
+    mov rcx, rax
+    and rcx, rax
+    mov rcx, rax
+    shl rcx, 12
+    mov rcx, qword ptr [r15 + 192]
+    movzx eax, dil
+    movzx eax, byte ptr [r15 + 512]
+    mov dword ptr [r14 + 320], 46
+    mov edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], ecx
+    movzx ebp, byte ptr [r14 + 256]
+    mov ecx, dword ptr [r15 + 448]
+    mov rdx, rax
+    movsxd rdx, dword ptr [r14 + 192]
     inc rbx
     dec r13
 .Lc1_j234:
     jz .Lc1_b9_done
-.Lc1_b9_c15:
-    lea rcx, [rip + .Lc1_d2227_s]
+.Lc1_b9_c16:
+    lea rcx, [rip + .Lc1_d2250_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2227_s_t
-.Lc1_d2227_j:
+    call .Lc1_d2250_s_t
+.Lc1_d2250_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2227_s:
+.Lc1_d2250_s:
     ret
     .popsection
-    mov rdi, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 1024]
-    movzx eax, dil
-    movsxd rax, dword ptr [r14 + 448]
-    inc eax
-    mov edx, edi
-    mov edx, dword ptr [r15 + 1152]
-    mov r8, rdi
-    shl r8, 24
-    and r8, rax
-    mov rdi, rax
-    movzx edi, byte ptr [r14 + 192]
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 2
-    rep movsb
-    mov dword ptr [r15 + 128], 199
-    mov rax, r8
+    xor ecx, r9d
+    mov rbp, r10
+    or qword ptr [r14 + 192], 87
+    and rbp, 8388544
+    imul rcx, qword ptr [r15 + rbp + 2383488]
+    mov rdx, rbp
+    mov rdx, rbp
+    add rdx, rbp
+    movzx edx, byte ptr [r15 + 384]
+    movzx esi, cl
+    add rsi, 29
+    test ecx, ebp
+    movzx ebp, byte ptr [r15 + 384]
+    inc ebp
+    mov ecx, 178
+    mov ecx, edx
+    mov rcx, qword ptr [r15 + 512]
+    mov r9, rsi
+    movzx r9d, byte ptr [r14 + 320]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j235:
     jz .Lc1_b9_done
-.Lc1_b9_c16:
-    lea r8, [rcx + rdi*2 + 85]
-    neg r8
-    add r8, 7
-    movzx ecx, al
-    movzx ecx, al
-    mov qword ptr [r15 + 1152], r8
-    inc dword ptr [r15 + 64]
-    or qword ptr [r15 + 512], 58
-    mov rax, r8
-    and eax, dword ptr [r14 + 832]
-    mov rdi, qword ptr [r15 + 1088]
-    movzx r8d, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 640]
-    xor ebp, edi
-    lea rcx, [rax + rax*2 + 60]
-    add rcx, rax
-    movzx edi, byte ptr [r14 + 704]
-    cmp r8, r8
-    mov eax, 160
-    mov eax, ebp
-    test ecx, ebp
-    inc r8d
-    mov rbp, rcx
-    mov rbp, rcx
+.Lc1_b9_c17:
+    lea rcx, [rip + .Lc1_d2279_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2279_s_t
+.Lc1_d2279_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2279_s:
+    ret
+    .popsection
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r14 + 256], 215
+    mov ecx, 188
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3584], cl
+    shr ecx, 30
+    mov dword ptr [r15 + r9 + 3520], 50
+    imul r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 136
+    mov rcx, qword ptr [r15 + 640]
+    add rcx, r9
+    mov dword ptr [r15 + 320], r9d
+    movzx r8d, byte ptr [r14 + 448]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j236:
     jz .Lc1_b9_done
-.Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d2280_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2280_s_t
-.Lc1_d2280_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2280_s:
-    ret
-    .popsection
-    mov rbp, r10
-    mov dword ptr [r15 + 896], 215
-    and rbp, 2097088
-    mov dword ptr [r15 + rbp + 286336], 154
+.Lc1_b9_c18:
+    shl r9, 1
+    movzx r9d, r8b
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r14 + 384], 217
+    mov r8, r9
+    movzx r8d, r9b
+    neg r8
+    add r8, r9
     mov r8, r10
-    mov dword ptr [r15 + 576], ebp
-    shr ecx, 12
-    and r8, 4032
-    mov rbp, qword ptr [r14 + r8 + 3520]
-    or qword ptr [r14 + 960], 26
-    mov ecx, 136
-    mov dword ptr [r15 + 1024], 92
+    mov edi, dword ptr [r15 + 768]
+    mov rax, r9
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 2383488], 246
+    mov r9d, 211
+    mov r9, rdi
+    mov r8d, eax
+    vpaddd ymm6, ymm15, ymmword ptr [r15 + 384]
+    mov edi, 231
+    xor edi, eax
+    add rdi, r9
+    mov qword ptr [r15 + 320], r8
+    movzx eax, r9b
+    or eax, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j237:
-    jz .Lc1_b9_done
-.Lc1_b9_c18:
-    shl rbp, 1
-    movzx ebp, cl
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], 217
-    mov rcx, rbp
-    movzx ecx, bpl
-    mov r8, r10
-    neg rbp
-    add rbp, rcx
-    and r8, 2097088
-    mov edx, dword ptr [r14 + r8 + 286336]
-    mov rbp, rcx
-    mov dword ptr [r15 + 768], 246
-    mov r8d, 211
-    mov r8, rbp
-    mov ecx, edx
-    imul rcx, qword ptr [r15 + 704]
-    mov ebp, 17
-    xor ebp, edx
-    add rbp, r8
-    mov qword ptr [r15 + 768], r8
-    movzx edx, r8b
-    or edx, ecx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j238:
     jz .Lc1_b9_done
 .Lc1_b9_c19:
     lea rcx, [rip + .Lc1_d2330_s]
@@ -1508,150 +1619,150 @@ ditto_body_c1:
 .Lc1_d2330_s:
     ret
     .popsection
-    lea rbp, [r10 + r10*1]
-    xor edx, ecx
-    mov rdx, rcx
-    movzx edx, byte ptr [r14 + 448]
+    xor ecx, esi
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 320]
+    vpaddd ymm9, ymm4, ymmword ptr [r14 + 64]
+    mov rbp, r10
+    lea rax, [rcx + rcx*2 + 42]
+    and rbp, 960
+    movsxd rdx, dword ptr [r14 + rbp + 2496]
+    mov r8, r10
+    mov qword ptr [r15 + 256], rcx
+    shl rbp, 12
+    vpaddd ymm2, ymm9, ymmword ptr [r15 + 192]
+    and r8, 8388544
+    mov rcx, qword ptr [r15 + r8 + 2383488]
+    lea rbp, [rdx + rdx*2 + 12]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j238:
+    jz .Lc1_b9_done
+.Lc1_b9_c20:
+    mov qword ptr [r14 + 64], r8
+    mov byte ptr [r15 + 256], cl
+    movzx r8d, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 256]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 256]
     and rbp, 8388544
-    imul rcx, qword ptr [r15 + rbp + 2383488]
-    lea rax, [rdx + rdx*2 + 104]
-    movsxd rax, dword ptr [r15 + rbp + 2383552]
-    mov qword ptr [r15 + 128], rdx
-    mov r9, r10
-    shl rax, 26
-    and r9, 960
-    vpaddd ymm11, ymm8, ymmword ptr [r15 + r9 + 2496]
-    mov rbp, qword ptr [r14 + 64]
-    lea rdx, [r9 + r9*2 + 76]
+    mov qword ptr [r15 + rbp + 2383488], r8
+    movzx esi, byte ptr [r15 + 192]
+    mov rbp, r10
+    movzx r8d, byte ptr [r14 + 512]
+    add r8, 78
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 2496]
+    imul rdx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rsi
+    or ebp, r8d
+    xor ebp, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j239:
     jz .Lc1_b9_done
-.Lc1_b9_c20:
-    lea r9, [r10 + r10*1]
-    mov r8, r10
-    and r9, 2097088
-    movzx ebp, byte ptr [r15 + r9 + 286336]
-    movsxd rax, dword ptr [r15 + 512]
-    lea rbp, [r10 + r10*1]
-    xor edx, r8d
-    and r8, 8388544
-    movzx edi, byte ptr [r14 + r8 + 2383488]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 2496], rax
-    mov qword ptr [r15 + 640], rdx
-    movzx r8d, byte ptr [r15 + rbp + 2560]
-    mov eax, dword ptr [r15 + 320]
-    add rax, 30
-    add rax, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + r9 + 286400]
-    add r11, 64
-    add r10, r11
+.Lc1_b9_c21:
+    lea rcx, [rip + .Lc1_d2378_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2378_s_t
+.Lc1_d2378_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2378_s:
+    ret
+    .popsection
+    mov ebp, 45
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 128]
+    mov edi, 216
+    cmp r9, rbp
+    mov dword ptr [r15 + 576], 161
+    vpshufb ymm4, ymm3, ymm4
+    mov edi, ecx
+    shr edi, 30
+    mov edi, dword ptr [r14 + 192]
+    test ecx, ecx
+    neg rcx
+    mov r8, rdi
+    mov r8, rdi
+    mov dword ptr [r15 + 64], edi
+    movzx edx, byte ptr [r14 + 384]
+    mov r8d, 20
     inc rbx
     dec r13
 .Lc1_j240:
     jz .Lc1_b9_done
-.Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d2377_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2377_s_t
-.Lc1_d2377_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2377_s:
-    ret
-    .popsection
-    mov r8d, 45
-    mov r8d, ecx
-    movsxd r8, dword ptr [r14 + 576]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 128]
-    mov esi, 216
-    cmp r8, rbp
-    mov dword ptr [r14 + 64], 161
-    imul rsi, qword ptr [r15 + 192]
-    mov r9d, ebp
-    shr r9d, 8
-    mov r9d, dword ptr [r14 + 128]
-    test ecx, ecx
-    neg rbp
-    mov rdi, rsi
-    mov rdi, rsi
-    mov dword ptr [r15 + 128], r9d
-    movzx esi, byte ptr [r15 + 448]
-    mov r9d, 167
+.Lc1_b9_c22:
+    inc r8d
+    vmovdqu ymm4, ymmword ptr [r15 + 1088]
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 256]
+    neg r8
+    mov edx, ecx
+    vmovdqu ymm6, ymmword ptr [r15 + 320]
+    add r8, rcx
+    or r8d, ecx
+    mov edx, dword ptr [r15 + 384]
+    inc dword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 640], edx
+    or edx, r8d
+    mov rdx, r8
+    test r8d, r8d
+    mov edx, r8d
+    vmovdqu ymm11, ymmword ptr [r14 + 128]
+    mov qword ptr [r14 + 576], rdx
+    movzx r8d, dl
+    mov qword ptr [r14 + 128], rdx
+    test edx, edx
+    add r8, 1
     inc rbx
     dec r13
 .Lc1_j241:
     jz .Lc1_b9_done
-.Lc1_b9_c22:
-    movzx ebp, dil
-    vmovdqu ymm9, ymmword ptr [r15 + 1088]
-    mov dword ptr [r15 + 192], 254
-    mov dword ptr [r15 + 64], r9d
-    mov rdi, r9
-    add rdi, rbp
-    mov byte ptr [r15 + 256], bpl
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 256]
-    mov ebp, r9d
-    add rbp, 57
-    and r9, 2097088
-    mov qword ptr [r14 + r9 + 286336], rdi
-    or ebp, edi
-    mov ebp, dword ptr [r14 + 768]
-    inc dword ptr [r15 + 128]
-    mov r9d, edi
-    test ebp, ebp
-    test ebp, ebp
-    or edi, ebp
-    neg rdi
-    inc edi
-    imul rdi, qword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
+.Lc1_b9_c23:
+    lea rcx, [rip + .Lc1_d2431_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2431_s_t
+.Lc1_d2431_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2431_s:
+    ret
+    .popsection
+    lea rdx, [rcx + rcx*2 + 95]
+    mov edx, dword ptr [r14 + 256]
+    or edx, ecx
+    movzx r8d, cl
+    mov r8, qword ptr [r15 + 192]
+    add r8, rdx
+    imul r8, qword ptr [r14 + 128]
+    neg r8
+    mov rdx, rdx
+    mov edx, r8d
+    mov rdx, r8
+    mov edx, dword ptr [r15 + 192]
+    mov ecx, 234
+    shl rcx, 30
+    or ecx, r8d
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 448]
+    or ecx, edx
+    movzx eax, dl
+    mov eax, edx
+    mov dword ptr [r15 + 64], 240
+    or ecx, ecx
+    mov edx, eax
+    mov edx, eax
     inc rbx
     dec r13
 .Lc1_j242:
-    jz .Lc1_b9_done
-.Lc1_b9_c23:
-    lea rcx, [rip + .Lc1_d2432_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2432_s_t
-.Lc1_d2432_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2432_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 128], 22
-    mov ecx, ecx
-    shl rcx, 26
-    mov ecx, 6
-    mov rcx, qword ptr [r15 + 192]
-    mov rdi, rcx
-    mov edi, ecx
-    movsxd rdi, dword ptr [r14 + 256]
-    lea rdx, [rcx + rcx*2 + 100]
-    movzx edx, cl
-    movzx edx, cl
-    or edx, ecx
-    neg rdx
-    or edx, edi
-    movzx ecx, dil
-    mov ecx, dword ptr [r14 + 384]
-    or ecx, edx
-    mov rdi, rdx
-    mov edi, edx
-    or edi, edx
-    mov edi, dword ptr [r15 + 64]
-    add rdi, qword ptr [r15 + 512]
-    mov edx, ecx
-    inc rbx
-    dec r13
-.Lc1_j243:
     jz .Lc1_b9_done
 .Lc1_b9_c24:
     lea rcx, [rip + .Lc1_d2463_s]
@@ -1663,1175 +1774,1194 @@ ditto_body_c1:
 .Lc1_d2463_s:
     ret
     .popsection
-    add qword ptr [r14 + 64], rcx
-    xor dword ptr [r15 + 128], ecx
-    mov r8, r10
-    mov edx, 48
-    mov dword ptr [r15 + 1152], ecx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3520], 162
-    mov ecx, dword ptr [r15 + 704]
-    xor ecx, edx
-    mov dword ptr [r15 + 832], edx
-    cmp r8, r8
+    mov edx, 91
+    mov dword ptr [r15 + 128], 45
+    mov dword ptr [r15 + 512], 47
+    mov dword ptr [r14 + 256], ecx
+    xor edx, ecx
+    mov edx, edx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], edx
+    mov ecx, 158
+    mov ecx, dword ptr [r14 + 384]
+    mov rdx, rdx
+    and rdx, rcx
+    add qword ptr [r15 + 640], rcx
+    test ecx, ecx
+    mov dword ptr [r15 + 384], 162
+    cmp rcx, rcx
     inc ecx
-    test r8d, r8d
-    mov dword ptr [r14 + 640], 108
-    mov r8, rcx
-    movsxd r8, dword ptr [r15 + 128]
-    add r11, 64
-    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j243:
+    jz .Lc1_b9_done
+.Lc1_b9_c25:
+    mov rcx, qword ptr [r14 + 192]
+    mov edx, dword ptr [r14 + 192]
+    mov edi, ecx
+    mov edi, dword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, rdx
+    add r9, rcx
+    imul r9, qword ptr [r15 + 512]
+    movzx edx, dl
+    mov rcx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], bpl
+    mov rdx, rbp
+    mov rdx, qword ptr [r15 + 64]
+    inc edx
+    mov ebp, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 384]
+    mov rax, rcx
+    mov eax, dword ptr [r14 + 192]
+    neg rax
+    cmp rbp, rbp
     inc rbx
     dec r13
 .Lc1_j244:
     jz .Lc1_b9_done
-.Lc1_b9_c25:
-    mov rcx, qword ptr [r15 + 192]
-    mov r9d, dword ptr [r14 + 384]
-    mov ebp, r8d
-    mov dword ptr [r15 + 192], ecx
-    movsxd r8, dword ptr [r15 + 1088]
-    movsxd rax, dword ptr [r14 + 576]
-    mov rcx, r9
-    add rcx, rbp
-    imul rcx, qword ptr [r15 + 320]
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], al
-    mov rbp, rax
-    mov rbp, qword ptr [r15 + 64]
-    inc ebp
-    mov eax, dword ptr [r15 + 896]
-    movzx esi, byte ptr [r15 + 640]
-    mov rdi, r9
-    mov edi, dword ptr [r14 + 256]
-    neg rdi
-    cmp rbp, rbp
+.Lc1_b9_c26:
+    lea rcx, [rip + .Lc1_d2512_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2512_s_t
+.Lc1_d2512_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2512_s:
+    ret
+    .popsection
+    mov r8, rcx
+    mov r8, rcx
+    neg r8
+    lea r8, [rcx + rcx*2 + 84]
+    mov dword ptr [r14 + 64], 208
+    movzx r8d, r8b
+    movzx ecx, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 256], r8b
+    mov eax, dword ptr [r14 + 640]
+    mov r8d, 101
+    add r8, rcx
+    test ecx, ecx
+    add rax, rcx
+    lea rdi, [r15 + 10772736]
+    mov ecx, 302
+    rep stosb
+    xor ecx, r8d
+    mov byte ptr [r15 + 192], r8b
+    mov edi, eax
+    mov rdi, qword ptr [r15 + 128]
+    or edi, eax
     inc rbx
     dec r13
 .Lc1_j245:
     jz .Lc1_b9_done
-.Lc1_b9_c26:
-    lea rcx, [rip + .Lc1_d2513_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2513_s_t
-.Lc1_d2513_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2513_s:
-    ret
-    .popsection
+.Lc1_b9_c27:
+    mov eax, dword ptr [r15 + 576]
+    mov rcx, rdi
+    mov rcx, rdi
+    mov ecx, edi
+    sub rcx, rdi
+    mov qword ptr [r15 + 1152], rax
     mov rbp, r10
-    and rbp, 8388544
-    mov dword ptr [r15 + rbp + 2383488], 75
-    add rdi, rcx
-    mov rdi, rcx
-    mov rbp, r10
-    mov byte ptr [r15 + 128], dil
-    and rbp, 2097088
-    mov byte ptr [r15 + rbp + 286336], dil
-    add rcx, qword ptr [r14 + 576]
-    or ecx, edi
-    lea rdi, [r15 + 10772736]
-    mov ecx, 171
-    rep stosb
-    movzx edi, byte ptr [r15 + 960]
-    mov ecx, 157
-    neg rcx
+    mov edi, 184
+    and rbp, 960
+    mov rax, qword ptr [r15 + rbp + 2496]
+    or qword ptr [r15 + 256], 94
+    add rdi, 112
+    mov rbp, rcx
+    lock or dword ptr [r15 + 640], 67
+    mov dword ptr [r15 + 320], 253
+    mov dword ptr [r14 + 448], eax
+    mov qword ptr [r15 + 384], rax
+    mov ecx, eax
+    add rcx, 77
+    test ebp, edi
+    mov dword ptr [r15 + 704], ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j246:
     jz .Lc1_b9_done
-.Lc1_b9_c27:
-    mov rbp, r10
-    and rbp, 4032
-    inc dword ptr [r15 + rbp + 3520]
-    mov rcx, rbp
-    mov ecx, dword ptr [r14 + 640]
-    mov rbp, r10
-    mov edi, 227
-    and rbp, 2097088
-    or qword ptr [r15 + rbp + 286336], 93
-    mov edx, ecx
-    mov rdx, rcx
-    mov qword ptr [r15 + 576], rcx
-    sub rdi, rcx
-    mov dword ptr [r15 + 192], 189
-    mov rcx, rbp
-    mov dword ptr [r14 + 64], edx
-    and ebp, dword ptr [r15 + 64]
-    lock or dword ptr [r15 + 256], 67
-    add rcx, qword ptr [r14 + 128]
-    add r11, 64
-    add r10, r11
+.Lc1_b9_c28:
+    lea rcx, [rip + .Lc1_d2567_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2567_s_t
+.Lc1_d2567_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2567_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r15 + 1088]
+    xor dword ptr [r14 + 512], ecx
+    imul rcx, qword ptr [r15 + 768]
+    lea rsi, [rcx + rcx*2 + 20]
+    imul rsi, qword ptr [r14 + 64]
+    vmovdqu ymm15, ymmword ptr [r14 + 192]
+    inc ecx
+    add rcx, 44
+    mov ecx, esi
+    mov ecx, esi
+    vpaddd ymm3, ymm15, ymmword ptr [r15 + 256]
+    movzx ecx, sil
+    or qword ptr [r15 + 576], 12
+    movsxd rsi, dword ptr [r15 + 128]
+    shl rsi, 4
+    movzx r9d, byte ptr [r15 + 384]
     inc rbx
     dec r13
 .Lc1_j247:
     jz .Lc1_b9_done
-.Lc1_b9_c28:
-    lea rcx, [rip + .Lc1_d2564_s]
+.Lc1_b9_c29:
+    lea rcx, [rip + .Lc1_d2591_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2564_s_t
-.Lc1_d2564_j:
+    call .Lc1_d2591_s_t
+.Lc1_d2591_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2564_s:
+.Lc1_d2591_s:
     ret
     .popsection
-    vmovdqu ymm8, ymmword ptr [r15 + 128]
-    lea rbp, [r10 + r10*1]
-    mov r8, r10
-    xor dword ptr [r15 + 128], ecx
-    and r8, 960
-    vpaddd ymm2, ymm8, ymmword ptr [r15 + r8 + 2496]
-    imul rcx, qword ptr [r14 + 64]
-    and rbp, 2097088
-    movsxd r8, dword ptr [r15 + rbp + 286336]
-    or qword ptr [r15 + rbp + 286400], 20
-    movzx eax, byte ptr [r15 + 640]
-    mov esi, ecx
-    inc dword ptr [r14 + 448]
-    add qword ptr [r15 + 1024], rcx
-    add r11, 64
-    add r10, r11
+    mov r9d, 26
+    vmovdqu ymm3, ymmword ptr [r15 + 1088]
+    movzx ecx, byte ptr [r15 + 320]
+    movzx esi, r9b
+    mov esi, dword ptr [r14 + 64]
+    mov rdx, r9
+    sub rdx, r9
+    mov edx, 80
+    shl rdx, 3
+    movzx r9d, byte ptr [r15 + 1152]
+    test esi, ecx
+    mov edx, 123
+    lea rdi, [r15 + 10772736]
+    mov ecx, 304
+    rep stosb
+    or ecx, r9d
+    movzx ecx, byte ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 640]
+    and rdi, rdx
     inc rbx
     dec r13
 .Lc1_j248:
     jz .Lc1_b9_done
-.Lc1_b9_c29:
-    imul rbp, qword ptr [r15 + 768]
-    mov eax, 8
-    lea rdi, [r15 + 10772736]
-    mov ecx, 170
-    rep stosb
-    movzx esi, bpl
-    mov rsi, rax
-    test eax, ebp
-    mov edi, dword ptr [r15 + 64]
-    or edi, eax
-    sub rdi, rcx
-    mov dword ptr [r15 + 128], 21
-    mov r9, r10
-    mov eax, 160
-    shl rax, 6
-    movzx esi, byte ptr [r14 + 576]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3520]
-    mov ecx, 29
-    and rcx, r9
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rcx, qword ptr [r15 + 832]
-    movzx r9d, r9b
-    add r11, 64
-    add r10, r11
+.Lc1_b9_c30:
+    movzx edx, cl
+    mov rdx, rcx
+    mov edx, ecx
+    mov rdx, qword ptr [r14 + 256]
+    mov ecx, edi
+    vpaddd ymm2, ymm11, ymmword ptr [r15 + 192]
+    inc edx
+    movzx edi, cl
+    mov edi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], cl
+    movzx ebp, byte ptr [r14 + 192]
+    neg rbp
+    mov ecx, edx
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, 46
+    movzx edx, dil
+    cmp rdi, rbp
+    mov dword ptr [r15 + 512], 136
+    shl r8, 9
+    vmovdqu ymm9, ymmword ptr [r15 + 384]
+    mov edi, 133
+    shr edi, 6
+    movsxd r8, dword ptr [r15 + 128]
+    xor r8d, edx
     inc rbx
     dec r13
 .Lc1_j249:
     jz .Lc1_b9_done
-.Lc1_b9_c30:
-    lea rcx, [rip + .Lc1_d2616_s]
+.Lc1_b9_c31:
+    lea rcx, [rip + .Lc1_d2645_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2616_s_t
-.Lc1_d2616_j:
+    call .Lc1_d2645_s_t
+.Lc1_d2645_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2616_s:
+.Lc1_d2645_s:
     ret
     .popsection
-    movzx eax, cl
-    movzx eax, cl
-    neg rax
-    mov eax, 86
-    mov eax, ecx
-    movzx eax, byte ptr [r14 + 256]
-    mov rcx, qword ptr [r14 + 320]
-    movzx edx, al
-    cmp rax, rax
-    mov ebp, 99
-    mov rbp, rax
-    movsxd rbp, dword ptr [r15 + 192]
-    add rbp, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 768]
-    vmovdqu ymm11, ymmword ptr [r15 + 64]
-    vpaddd ymm6, ymm9, ymmword ptr [r15 + 704]
-    mov dword ptr [r15 + 512], 125
-    mov r8d, ebp
-    mov r8d, eax
+    movzx edi, byte ptr [r14 + 64]
+    mov ecx, dword ptr [r15 + 256]
+    mov r8d, 156
+    inc r8d
+    sub r8, rcx
+    add r8, 110
+    mov r8d, edi
+    mov r8d, 209
+    mov dword ptr [r15 + 192], 77
+    mov dword ptr [r15 + 128], ecx
+    lea rax, [r8 + r8*2 + 72]
+    mov dword ptr [r15 + 320], 222
+    inc ecx
+    vmovdqu ymm4, ymmword ptr [r15 + 768]
+    movzx r8d, r8b
+    mov ecx, dword ptr [r14 + 128]
+    mov byte ptr [r15 + 256], al
     inc rbx
     dec r13
 .Lc1_j250:
     jz .Lc1_b9_done
-.Lc1_b9_c31:
-    add rcx, 13
-    lea rdx, [r8 + r8*2 + 19]
-    mov edx, r8d
-    mov rdx, r8
-    inc edx
-    lock xadd qword ptr [r15 + 1152], rdx
-    lea r8, [rcx + rcx*2 + 86]
-    mov dword ptr [r15 + 128], 236
-    mov ecx, dword ptr [r15 + 704]
-    mov r9d, 222
-    mov dword ptr [r15 + 640], 4
-    mov qword ptr [r15 + 192], r8
-    add rcx, r8
-    mov dword ptr [r14 + 192], edx
-    mov byte ptr [r14 + 256], r8b
-    movzx edx, byte ptr [r14 + 64]
-    mov r8d, 165
-    movzx r8d, cl
-    mov r8d, dword ptr [r15 + 128]
-    inc r8d
-    inc rbx
-    dec r13
-.Lc1_j251:
-    jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rcx, [rip + .Lc1_d2666_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2666_s_t
-.Lc1_d2666_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2666_s:
-    ret
-    .popsection
-    mov r8, r10
-    mov byte ptr [r15 + 64], cl
-    mov rdx, qword ptr [r14 + 576]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7616], rcx
-    mov rbp, r10
-    mov ecx, dword ptr [r14 + 640]
-    mov r8, rdx
-    and rbp, 2097088
-    mov esi, dword ptr [r15 + rbp + 286336]
-    mov qword ptr [r15 + 1088], rdx
-    or edx, ecx
-    mov rbp, qword ptr [r15 + 128]
-    mov edi, r8d
-    vpaddd ymm9, ymm2, ymmword ptr [r15 + 896]
+    mov eax, dword ptr [r14 + 1152]
+    mov byte ptr [r14 + 320], r8b
+    mov qword ptr [r15 + 384], r8
+    mov r9d, 185
+    or r9d, eax
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r14 + 320], eax
+    mov r9, r10
+    mov rcx, qword ptr [r14 + 384]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7616]
+    mov esi, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 704]
+    mov ebp, ecx
+    mov rbp, rcx
+    mov byte ptr [r15 + 64], al
+    vpaddd ymm11, ymm3, ymmword ptr [r15 + 320]
+    mov ecx, 234
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j252:
+.Lc1_j251:
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    lea rcx, [rip + .Lc1_d2691_s]
+    lea rcx, [rip + .Lc1_d2693_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2691_s_t
-.Lc1_d2691_j:
+    call .Lc1_d2693_s_t
+.Lc1_d2693_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2691_s:
+.Lc1_d2693_s:
     ret
     .popsection
-    mov byte ptr [r15 + 256], cl
-    or qword ptr [r15 + 1024], 119
-    mov ebp, ecx
-    add qword ptr [r14 + 960], rcx
-    mov rdi, qword ptr [r15 + 832]
-    mov rbp, r10
+    movsxd rbp, dword ptr [r15 + 448]
+    shr ebp, 18
+    movzx ecx, cl
+    mov ecx, 12
+    mov ecx, ebp
+    test ebp, ebp
+    mov qword ptr [r15 + 192], rbp
+    mov rdx, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 192]
+    lea rbp, [rbp + rcx*2 + 100]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rcx, rcx
     movsxd rcx, dword ptr [r15 + 768]
-    test edi, edi
-    and rbp, 960
-    movsxd rax, dword ptr [r15 + rbp + 2496]
-    cmp rdi, rdi
-    movzx ebp, cl
-    mov qword ptr [r14 + 192], rdi
+    cmp rdx, rdx
+    imul rbp, qword ptr [r15 + 1088]
+    mov r9, qword ptr [r14 + 704]
+    imul r9, qword ptr [r14 + 256]
+    inc rbx
+    dec r13
+.Lc1_j252:
+    jz .Lc1_b9_done
+.Lc1_b9_c34:
+    lea rcx, [rip + .Lc1_d2718_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2718_s_t
+.Lc1_d2718_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2718_s:
+    ret
+    .popsection
     mov rbp, rcx
-    mov edi, 152
-    mov rdi, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r10
+    mov qword ptr [r14 + 576], rcx
+    and r9, 8388544
+    imul rbp, qword ptr [r15 + r9 + 2383488]
+    mov rcx, r9
+    movzx ecx, r9b
+    inc ecx
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 240
+    inc ecx
+    mov r9, qword ptr [r14 + 64]
+    mov r8d, 62
+    inc dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j253:
     jz .Lc1_b9_done
-.Lc1_b9_c34:
-    movzx eax, bpl
-    mov dword ptr [r15 + 128], 233
-    movzx ebp, dil
-    mov rbp, qword ptr [r15 + 448]
-    mov rdi, rax
-    mov edi, 59
-    xor dword ptr [r15 + 256], eax
+.Lc1_b9_c35:
+    mov rbp, r10
+    mov edi, 205
+    mov byte ptr [r14 + 256], bpl
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 2496], rdi
+    imul rdi, qword ptr [r15 + 128]
+    movzx r8d, bpl
+    cmp rbp, rbp
     mov r9d, dword ptr [r15 + 64]
-    mov eax, eax
-    mov r8, r10
-    mov dword ptr [r15 + 192], 240
-    movsxd rax, dword ptr [r15 + 576]
-    mov rdx, r9
-    and r8, 960
-    and ebp, dword ptr [r15 + r8 + 2496]
-    mov r9, qword ptr [r15 + 64]
-    mov qword ptr [r14 + 128], rax
-    inc dword ptr [r14 + 640]
+    mov r8d, 82
+    add qword ptr [r15 + 64], rdi
+    lock or dword ptr [r15 + 512], 4
+    vpaddd ymm6, ymm2, ymmword ptr [r15 + 640]
+    nop
+    mov byte ptr [r14 + 768], r9b
+    add rbp, 89
+    movzx ebp, r9b
+    mov byte ptr [r15 + 128], r8b
+    movsxd rbp, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j254:
     jz .Lc1_b9_done
-.Lc1_b9_c35:
-    lea rcx, [rip + .Lc1_d2740_s]
+.Lc1_b9_c36:
+    lea rcx, [rip + .Lc1_d2769_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2740_s_t
-.Lc1_d2740_j:
+    call .Lc1_d2769_s_t
+.Lc1_d2769_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2740_s:
+.Lc1_d2769_s:
     ret
     .popsection
-    mov edx, 205
-    mov byte ptr [r15 + 192], cl
-    mov qword ptr [r15 + 384], rcx
-    imul r9, qword ptr [r15 + 512]
-    movzx esi, cl
-    cmp rdx, rdx
-    mov dword ptr [r15 + 128], edx
-    mov ecx, 82
-    add qword ptr [r14 + 704], r9
-    lock or dword ptr [r15 + 256], 4
-    vpaddd ymm1, ymm2, ymmword ptr [r14 + 448]
-    nop
-    mov byte ptr [r14 + 512], sil
-    add rdx, 89
-    movzx esi, cl
-    mov byte ptr [r15 + 64], cl
-    movsxd rdx, dword ptr [r15 + 64]
-    inc rbx
-    dec r13
-.Lc1_j255:
-    jz .Lc1_b9_done
-.Lc1_b9_c36:
-    lea rbp, [r10 + r10*1]
-    and rbp, 2097088
-    movsxd rcx, dword ptr [r15 + rbp + 286336]
-    add rcx, rdx
-    mov rsi, qword ptr [r15 + rbp + 286400]
+    add rcx, rcx
+    movsxd rcx, dword ptr [r15 + 1280]
+    movzx ebp, byte ptr [r14 + 192]
+    mov rsi, qword ptr [r14 + 256]
+    movzx edx, cl
+    movzx edx, cl
     mov r8, r10
-    mov edx, ebp
-    movzx edx, bpl
-    mov r9, r10
+    mov eax, dword ptr [r14 + 576]
+    xor eax, ebp
     and r8, 8388544
-    movsxd rbp, dword ptr [r15 + r8 + 2383488]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7616]
-    mov eax, dword ptr [r15 + 896]
-    xor eax, edx
-    inc dword ptr [r15 + 960]
-    movzx r9d, byte ptr [r14 + 192]
-    mov edx, dword ptr [r15 + 320]
-    mov edi, r8d
-    movzx edi, byte ptr [r15 + 384]
-    movzx edi, al
+    movsxd rcx, dword ptr [r15 + r8 + 2383488]
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 192]
+    imul rbp, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
+    mov edi, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j256:
+.Lc1_j255:
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea rcx, [rip + .Lc1_d2791_s]
+    movzx edx, r8b
+    lea rdx, [r8 + r8*2 + 43]
+    inc edx
+    mov qword ptr [r15 + 640], rdx
+    imul rbp, qword ptr [r15 + 320]
+    mov r8d, edx
+    mov r8, rdx
+    mov r8d, dword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 1152]
+    mov rsi, qword ptr [r14 + 128]
+    mov dword ptr [r15 + 320], 32
+    mov r9, qword ptr [r15 + 384]
+    movzx eax, dil
+    mov eax, edi
+    movsxd rax, dword ptr [r14 + 64]
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov edi, esi
+    mov byte ptr [r15 + 1088], r9b
+    inc rbx
+    dec r13
+.Lc1_j256:
+    jz .Lc1_b9_done
+.Lc1_b9_c38:
+    lea rcx, [rip + .Lc1_d2818_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2791_s_t
-.Lc1_d2791_j:
+    call .Lc1_d2818_s_t
+.Lc1_d2818_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2791_s:
+.Lc1_d2818_s:
     ret
     .popsection
-    inc dword ptr [r15 + 512]
-    lea rcx, [rcx + rcx*2 + 90]
-    mov edx, ecx
-    mov rdx, rcx
-    movzx edx, cl
-    movsxd rdx, dword ptr [r15 + 320]
-    mov dword ptr [r14 + 128], 92
-    mov ecx, ecx
-    mov qword ptr [r14 + 64], rdx
+    movzx eax, byte ptr [r14 + 256]
     mov rbp, r10
-    mov ecx, dword ptr [r15 + 384]
-    mov edx, edx
+    mov ecx, 140
+    imul rcx, qword ptr [r14 + 448]
+    movzx edi, al
     and rbp, 4032
-    mov dword ptr [r14 + rbp + 3520], 48
-    movzx edx, cl
-    mov rdx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rcx
+    mov qword ptr [r15 + rbp + 3520], rax
+    mov edi, eax
+    vpaddd ymm9, ymm9, ymmword ptr [r15 + 192]
+    neg rbp
+    movzx eax, byte ptr [r15 + 192]
+    shr eax, 3
+    movsxd rbp, dword ptr [r15 + 832]
+    inc ebp
+    mov dword ptr [r15 + 384], 148
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j257:
     jz .Lc1_b9_done
-.Lc1_b9_c38:
-    movzx ebp, dl
+.Lc1_b9_c39:
+    lea rcx, [rip + .Lc1_d2843_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2843_s_t
+.Lc1_d2843_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2843_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 128], 77
+    shl rbp, 25
+    movzx ecx, cl
+    neg rcx
+    movzx ebp, bpl
     inc ebp
-    shr ebp, 20
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 1152]
-    mov r9d, ebp
-    and rbp, 960
-    imul rdx, qword ptr [r15 + rbp + 2496]
-    mov qword ptr [r14 + 384], r9
-    mov dword ptr [r15 + 320], 168
-    movzx ebp, byte ptr [r15 + 576]
-    movzx r9d, byte ptr [r15 + 1280]
-    imul r9, qword ptr [r14 + 192]
-    mov eax, 156
-    movzx eax, byte ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 256]
-    neg r8
-    xor dword ptr [r15 + 448], r9d
-    add r11, 64
-    add r10, r11
+    mov byte ptr [r15 + 384], cl
+    vmovdqu ymm15, ymmword ptr [r15 + 384]
+    mov rbp, qword ptr [r14 + 256]
+    mov qword ptr [r15 + 64], rcx
+    mov edi, 70
+    vmovdqu ymm3, ymmword ptr [r14 + 320]
+    mov rcx, qword ptr [r14 + 320]
+    vmovdqu ymm4, ymmword ptr [r15 + 320]
+    mov edi, ebp
+    mov rdi, rbp
+    movsxd rdi, dword ptr [r15 + 704]
     inc rbx
     dec r13
 .Lc1_j258:
     jz .Lc1_b9_done
-.Lc1_b9_c39:
-    lea rcx, [rip + .Lc1_d2841_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2841_s_t
-.Lc1_d2841_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2841_s:
-    ret
-    .popsection
-    vmovdqu ymm8, ymmword ptr [r15 + 640]
-    movzx ecx, cl
-    or qword ptr [r15 + 192], 95
-    mov r8, qword ptr [r14 + 256]
-    imul r8, qword ptr [r15 + 64]
-    imul r8, qword ptr [r15 + 704]
-    mov rdi, qword ptr [r14 + 512]
-    movzx esi, cl
-    mov qword ptr [r14 + 128], rcx
-    shl rdi, 9
-    mov ecx, 70
-    inc ecx
-    mov byte ptr [r15 + 768], sil
-    mov ecx, esi
-    mov rcx, rdi
-    movsxd rcx, dword ptr [r15 + 448]
+.Lc1_b9_c40:
+    mov rbp, r10
+    inc dword ptr [r15 + 256]
+    and rbp, 8388544
+    movsxd rcx, dword ptr [r15 + rbp + 2383488]
+    mov esi, edi
+    neg rsi
+    movzx ebp, byte ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 1152]
+    mov esi, 12
+    mov rsi, qword ptr [r14 + 192]
+    lea r9, [r10 + r10*1]
+    xor edi, ecx
+    and r9, 960
+    mov rcx, qword ptr [r15 + r9 + 2496]
+    mov r8d, dword ptr [r14 + r9 + 2560]
+    mov edx, 64
+    inc edx
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 64]
+    mov rdx, r8
+    sub rdx, rcx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j259:
     jz .Lc1_b9_done
-.Lc1_b9_c40:
-    mov r8, r10
-    and r8, 8388544
-    movsxd rsi, dword ptr [r15 + r8 + 2383488]
-    mov edi, ecx
-    mov r8, r10
-    xor ecx, esi
-    mov rcx, rdi
-    and r8, 2097088
-    mov ecx, dword ptr [r14 + r8 + 286336]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 576]
-    neg rdi
-    and rbp, 960
-    movzx edx, byte ptr [r15 + rbp + 2496]
-    mov r9d, 160
-    mov r9d, ecx
-    inc r9d
-    movzx ebp, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 128]
-    inc dword ptr [r14 + 64]
-    mov r8, qword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
+.Lc1_b9_c41:
+    lea rcx, [rip + .Lc1_d2894_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2894_s_t
+.Lc1_d2894_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2894_s:
+    ret
+    .popsection
+    and rcx, rcx
+    mov rcx, rcx
+    shr ecx, 27
+    xor ecx, eax
+    mov ecx, ecx
+    mov ecx, 46
+    mov dword ptr [r15 + 128], 154
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + 448]
+    shr eax, 20
+    add rax, rcx
+    mov ebp, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 768]
+    vpaddd ymm2, ymm6, ymmword ptr [r14 + 256]
+    movsxd rdi, dword ptr [r14 + 256]
+    movzx r9d, byte ptr [r15 + 640]
     inc rbx
     dec r13
 .Lc1_j260:
     jz .Lc1_b9_done
-.Lc1_b9_c41:
-    lea rcx, [rip + .Lc1_d2891_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2891_s_t
-.Lc1_d2891_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2891_s:
-    ret
-    .popsection
-    and rbp, rcx
-    mov r8, rcx
-    shr r8d, 27
-    xor r8d, ecx
-    mov ebp, ecx
-    mov ebp, 46
-    mov dword ptr [r15 + 192], 154
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r15 + 704]
-    shr ecx, 20
-    add rcx, r8
-    mov eax, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 640]
-    mov qword ptr [r14 + 576], rbp
-    vpaddd ymm2, ymm1, ymmword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r14 + 384]
-    movzx edi, byte ptr [r15 + 1024]
+.Lc1_b9_c42:
+    mov rbp, r10
+    and rbp, 960
+    movzx esi, byte ptr [r15 + rbp + 2496]
+    movsxd rax, dword ptr [r15 + 192]
+    mov edi, r9d
+    mov edi, 31
+    add rdi, rbp
+    add rdi, 7
+    mov r9d, dword ptr [r15 + 320]
+    lea rbp, [rax + rax*2 + 72]
+    add rbp, rsi
+    add qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 256], dil
+    mov esi, dword ptr [r15 + 1088]
+    mov eax, dword ptr [r15 + 704]
+    shl rax, 18
+    movzx edi, byte ptr [r15 + 384]
+    mov dword ptr [r14 + 64], 186
+    mov r8, rbp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j261:
     jz .Lc1_b9_done
-.Lc1_b9_c42:
-    lea rcx, [rip + .Lc1_d2916_s]
+.Lc1_b9_c43:
+    lea rcx, [rip + .Lc1_d2943_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2916_s_t
-.Lc1_d2916_j:
+    call .Lc1_d2943_s_t
+.Lc1_d2943_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2916_s:
+.Lc1_d2943_s:
     ret
     .popsection
-    movsxd rdi, dword ptr [r14 + 384]
-    lea rcx, [rcx + rcx*2 + 90]
-    add qword ptr [r15 + 576], rdi
-    add r8, rdi
-    mov ecx, dword ptr [r15 + 1088]
-    mov dword ptr [r15 + 640], 13
-    mov r8, r10
-    add rcx, 51
+    movsxd r8, dword ptr [r14 + 64]
+    mov ecx, dword ptr [r15 + 384]
+    test r8d, r8d
+    mov edi, dword ptr [r15 + 192]
+    mov dword ptr [r14 + 576], 65
+    .byte 0x0f, 0x1f, 0x00
+    vpaddd ymm11, ymm6, ymmword ptr [r14 + 1152]
+    mov rdx, qword ptr [r15 + 320]
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 1
+    rep movsb
+    mov edi, dword ptr [r15 + 384]
     movzx esi, byte ptr [r15 + 512]
-    and r8, 8128
-    movzx edi, byte ptr [r14 + r8 + 7616]
-    mov r9d, 19
-    add r9, rcx
-    mov dword ptr [r15 + 128], esi
-    mov byte ptr [r15 + 256], r8b
-    add r11, 64
-    add r10, r11
+    mov rcx, qword ptr [r15 + 128]
     inc rbx
     dec r13
 .Lc1_j262:
     jz .Lc1_b9_done
-.Lc1_b9_c43:
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 768]
-    vpaddd ymm9, ymm1, ymmword ptr [r14 + 448]
-    mov rsi, qword ptr [r15 + 64]
+.Lc1_b9_c44:
+    lea rcx, [rip + .Lc1_d2966_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2966_s_t
+.Lc1_d2966_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2966_s:
+    ret
+    .popsection
+    mov rdx, qword ptr [r14 + 64]
+    movzx ecx, byte ptr [r14 + 640]
+    movsxd rsi, dword ptr [r15 + 448]
+    or esi, edx
+    mov edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdx
+    add rsi, rdx
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
-    mov ecx, 7
+    mov ecx, 1
     rep movsb
-    mov ecx, dword ptr [r15 + 512]
-    cmp r9, r9
-    mov edi, dword ptr [r15 + 320]
-    test esi, esi
-    mov dword ptr [r14 + 128], 101
-    mov rdx, qword ptr [r15 + 448]
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 384]
-    and rbp, 2097088
-    and r9d, dword ptr [r15 + rbp + 286336]
-    .byte 0x0f, 0x1f, 0x00
-    add r11, 64
-    add r10, r11
+    mov ecx, 96
+    sub rcx, rdi
+    mov rsi, qword ptr [r14 + 576]
+    mov byte ptr [r15 + 1344], dil
+    mov rcx, rdi
+    mov ecx, 93
+    mov qword ptr [r15 + 448], rdi
     inc rbx
     dec r13
 .Lc1_j263:
     jz .Lc1_b9_done
-.Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d2965_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2965_s_t
-.Lc1_d2965_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2965_s:
-    ret
-    .popsection
-    mov rdx, qword ptr [r14 + 64]
-    add rdx, rcx
-    mov qword ptr [r15 + 1088], rcx
-    movzx r9d, byte ptr [r15 + 128]
-    mov eax, 3
-    mov ecx, dword ptr [r15 + 704]
-    mov rax, rdx
-    add rax, qword ptr [r15 + 640]
-    sub rax, r9
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 7
-    rep movsb
-    mov qword ptr [r14 + 512], rax
-    mov byte ptr [r15 + 1152], al
-    mov ecx, 47
-    mov qword ptr [r14 + 320], rax
+.Lc1_b9_c45:
+    mov dword ptr [r15 + 64], 138
+    lea rsi, [rcx + rcx*2 + 20]
+    mov qword ptr [r14 + 896], rcx
+    movzx ebp, cl
+    mov rbp, qword ptr [r15 + 640]
+    bt rsi, rsi
+    inc ecx
+    imul rcx, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 768]
+    mov byte ptr [r14 + 256], bpl
+    movzx r9d, byte ptr [r15 + 576]
+    shl r9, 7
+    shl r9, 16
+    vpaddd ymm6, ymm9, ymmword ptr [r15 + 128]
+    mov ebp, esi
+    add rbp, rax
+    mov ebp, eax
+    mov dword ptr [r15 + 448], 41
     inc rbx
     dec r13
 .Lc1_j264:
     jz .Lc1_b9_done
-.Lc1_b9_c45:
-    mov dword ptr [r15 + 384], 138
-    lea rdi, [rcx + rcx*2 + 20]
-    mov qword ptr [r15 + 1344], rcx
-    movzx esi, cl
-    mov rsi, qword ptr [r15 + 896]
-    bt rdi, rdi
-    inc ecx
-    add qword ptr [r15 + 832], rdi
-    movzx r8d, byte ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 960]
-    mov byte ptr [r14 + 512], sil
-    movzx edi, byte ptr [r15 + 768]
-    shl rdi, 7
-    shl rdi, 16
-    imul rdi, qword ptr [r15 + 64]
-    mov esi, r8d
-    add rsi, rcx
+.Lc1_b9_c46:
+    lea rcx, [rip + .Lc1_d3014_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3014_s_t
+.Lc1_d3014_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3014_s:
+    ret
+    .popsection
+    mov ebp, 235
+    mov ebp, 64
+    mov ebp, dword ptr [r14 + 128]
     mov r8d, ecx
-    mov dword ptr [r14 + 256], 34
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 64], ebp
+    movzx ecx, bpl
+    mov rcx, rbp
+    mov ecx, ebp
+    movzx ecx, byte ptr [r15 + 640]
+    mov ebp, 34
+    mov dword ptr [r15 + 256], 108
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 4
+    rep movsb
+    mov edi, dword ptr [r15 + 192]
+    lea rdx, [rbp + rbp*2 + 84]
     inc rbx
     dec r13
 .Lc1_j265:
     jz .Lc1_b9_done
-.Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d3012_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3012_s_t
-.Lc1_d3012_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3012_s:
-    ret
-    .popsection
-    mov esi, 235
-    mov esi, 64
-    mov esi, dword ptr [r14 + 128]
-    mov r8d, ecx
-    movzx r8d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 320], esi
-    movzx ecx, sil
-    mov rcx, rsi
-    mov ecx, esi
-    movzx ecx, byte ptr [r15 + 1024]
-    mov ebp, 34
-    mov dword ptr [r15 + 64], 108
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 7
-    rep movsb
-    mov edi, dword ptr [r15 + 384]
-    lea rcx, [rbp + rbp*2 + 84]
+.Lc1_b9_c47:
+    mov dword ptr [r15 + 256], 38
+    mov rbp, rcx
+    lock or dword ptr [r15 + 384], 81
+    mov qword ptr [r15 + 704], rdi
+    inc dword ptr [r15 + 576]
+    mov ecx, 51
+    test ebp, ebp
+    or edx, ebp
+    mov edx, 84
+    movzx edx, byte ptr [r15 + 1024]
+    mov ebp, ecx
+    sub rbp, rcx
+    inc ebp
+    mov ebp, dword ptr [r14 + 1088]
+    mov ecx, edx
+    mov rcx, rdx
+    add rcx, rdx
+    xor ecx, edx
+    mov ecx, dword ptr [r15 + 192]
+    mov eax, ebp
+    movsxd rax, dword ptr [r14 + 960]
+    lea r9, [rbp + rbp*2 + 55]
+    mov r9d, 49
+    inc r9d
     inc rbx
     dec r13
 .Lc1_j266:
     jz .Lc1_b9_done
-.Lc1_b9_c47:
-    add rbp, qword ptr [r14 + 1408]
-    lea rdi, [r15 + 10772736]
-    mov ecx, 171
-    rep stosb
-    mov ecx, dword ptr [r15 + 1152]
-    mov dword ptr [r15 + 256], 63
-    inc dword ptr [r15 + 192]
-    mov eax, ebp
-    mov eax, ebp
-    mov eax, 101
-    mov dword ptr [r14 + 704], 29
-    mov edx, 160
-    movsxd rdx, dword ptr [r15 + 320]
-    and edx, dword ptr [r15 + 192]
-    mov edi, eax
-    mov edi, 9
-    xor edi, eax
-    mov rdi, rax
-    mov rdi, rdx
-    or edi, edx
-    test edx, edx
-    mov eax, dword ptr [r15 + 448]
-    inc rbx
-    dec r13
-.Lc1_j267:
-    jz .Lc1_b9_done
 .Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d3063_s]
+    lea rcx, [rip + .Lc1_d3067_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3063_s_t
-.Lc1_d3063_j:
+    call .Lc1_d3067_s_t
+.Lc1_d3067_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3063_s:
+.Lc1_d3067_s:
     ret
     .popsection
-    neg rdi
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 832]
-    movzx edi, dil
-    mov rdi, rcx
-    mov edi, eax
-    and edi, dword ptr [r14 + 512]
-    mov r9d, eax
-    movzx r9d, byte ptr [r14 + 576]
-    movzx eax, cl
-    mov qword ptr [r15 + 384], rdi
-    mov rax, qword ptr [r15 + 640]
-    or eax, edi
-    inc eax
-    movzx edi, r9b
-    movzx edi, r9b
-    movsxd rdi, dword ptr [r15 + 128]
-    and rdi, rax
-    mov r8, qword ptr [r14 + 256]
-    inc rbx
-    dec r13
-.Lc1_j268:
-    jz .Lc1_b9_done
-.Lc1_b9_c49:
-    vpaddd ymm1, ymm8, ymmword ptr [r15 + 1088]
-    mov r9d, dword ptr [r15 + 320]
-    mov rax, r8
-    xor eax, edi
-    .byte 0x0f, 0x1f, 0x00
-    vpaddd ymm6, ymm1, ymmword ptr [r14 + 896]
-    xor edi, r9d
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 960]
-    mov edi, r9d
-    shl rdi, 23
-    inc edi
     mov r9, r10
-    mov rbp, qword ptr [r14 + 192]
+    neg rax
+    mov ecx, dword ptr [r15 + 256]
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3520], al
-    mov esi, edi
-    movsxd rsi, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + r9 + 3520]
+    movzx esi, cl
+    mov rsi, rcx
+    mov esi, ecx
+    test r9d, r9d
+    mov esi, eax
+    movzx esi, byte ptr [r15 + 192]
+    movzx r9d, al
+    mov r9, r10
+    mov qword ptr [r15 + 64], rsi
+    and r9, 8128
+    mov rsi, qword ptr [r14 + r9 + 7616]
+    or esi, r9d
+    inc esi
+    movzx r9d, r9b
+    movzx r9d, sil
+    movsxd r9, dword ptr [r15 + 320]
+    and r9, rsi
+    mov r8, qword ptr [r14 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j269:
+.Lc1_j267:
     jz .Lc1_b9_done
-.Lc1_b9_c50:
-    lea rcx, [rip + .Lc1_d3116_s]
+.Lc1_b9_c49:
+    lea rcx, [rip + .Lc1_d3100_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3116_s_t
-.Lc1_d3116_j:
+    call .Lc1_d3100_s_t
+.Lc1_d3100_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3116_s:
+.Lc1_d3100_s:
     ret
     .popsection
-    mov edx, ecx
-    mov byte ptr [r15 + 256], cl
-    neg rsi
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 256], rcx
-    mov rsi, rdx
-    sub rsi, rdx
-    mov rcx, rdx
-    movsxd rcx, dword ptr [r14 + 128]
-    mov dword ptr [r15 + 64], esi
-    mov r8, r10
     lea rdi, [r15 + 10772736]
-    mov ecx, 170
+    lea rsi, [r15 + 10776832]
+    mov ecx, 4
+    rep movsb
+    mov esi, dword ptr [r15 + 64]
+    mov byte ptr [r14 + 128], cl
+    movsxd rdi, dword ptr [r14 + 256]
+    vpaddd ymm15, ymm4, ymmword ptr [r15 + 192]
+    mov ecx, ecx
+    mov rcx, qword ptr [r14 + 384]
+    vpaddd ymm4, ymm15, ymmword ptr [r15 + 640]
+    inc esi
+    mov rdx, qword ptr [r15 + 256]
+    mov rbp, rdi
+    xor ebp, ecx
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 768]
+    inc rbx
+    dec r13
+.Lc1_j268:
+    jz .Lc1_b9_done
+.Lc1_b9_c50:
+    mov dword ptr [r15 + 320], edx
+    mov byte ptr [r15 + 128], bpl
+    mov qword ptr [r15 + 64], rbp
+    neg rdx
+    mov dword ptr [r15 + 256], ebp
+    mov rsi, rdx
+    add rsi, rdx
+    mov ebp, 134
+    movzx ebp, dl
+    movsxd rsi, dword ptr [r15 + 192]
+    mov edx, 32
+    mov rdx, qword ptr [r15 + 768]
+    mov ebp, ebp
+    mov rbp, rsi
+    cmp rsi, rsi
+    lea rdi, [r15 + 10772736]
+    mov ecx, 302
     rep stosb
-    or qword ptr [r15 + 1024], 21
-    and r8, 8388544
-    mov dword ptr [r15 + r8 + 2383488], ecx
-    mov dword ptr [r14 + 192], 162
-    cmp rcx, rcx
+    imul rdi, qword ptr [r14 + 128]
+    inc dword ptr [r14 + 64]
+    mov dword ptr [r15 + 704], 90
+    sub rcx, rbp
+    inc rbx
+    dec r13
+.Lc1_j269:
+    jz .Lc1_b9_done
+.Lc1_b9_c51:
+    lea rcx, [rip + .Lc1_d3150_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3150_s_t
+.Lc1_d3150_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3150_s:
+    ret
+    .popsection
+    movsxd rdi, dword ptr [r14 + 576]
+    mov ecx, dword ptr [r15 + 320]
+    add rcx, rdi
+    mov r9d, edi
+    or r9d, edi
+    vmovdqu ymm3, ymmword ptr [r15 + 128]
+    mov r8d, edi
+    mov qword ptr [r15 + 192], rdi
+    mov r9d, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 1088]
+    mov r8, r10
+    mov rdx, r9
+    and r8, 960
+    mov rax, qword ptr [r14 + r8 + 2496]
+    mov dword ptr [r15 + 1408], 22
+    add r8, rdi
+    movsxd r8, dword ptr [r15 + 1152]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j270:
     jz .Lc1_b9_done
-.Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d3145_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3145_s_t
-.Lc1_d3145_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3145_s:
-    ret
-    .popsection
+.Lc1_b9_c52:
+    mov rax, r8
+    mov eax, r8d
+    mov eax, 63
+    mov qword ptr [r14 + 832], rax
+    mov byte ptr [r15 + 576], al
     mov r8, r10
-    and r8, 960
-    mov ecx, dword ptr [r14 + r8 + 2496]
-    add rcx, r8
-    or ecx, r8d
-    mov qword ptr [r15 + 384], r8
-    movsxd r9, dword ptr [r15 + 832]
-    add r9, qword ptr [r15 + 128]
-    mov r8, r10
-    movsxd rdx, dword ptr [r15 + 640]
-    imul rdx, qword ptr [r14 + 64]
+    xor eax, r8d
     and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3520]
-    mov eax, dword ptr [r14 + 320]
-    mov r8, r9
+    mov edx, dword ptr [r14 + r8 + 3520]
+    xchg qword ptr [r15 + 64], rdx
+    shr edx, 28
+    mov r8d, eax
+    mov r8, rax
+    mov dword ptr [r15 + 640], 212
+    mov eax, dword ptr [r15 + 256]
+    mov r8d, edx
+    neg r8
+    mov r8d, edx
+    inc r8d
+    shr r8d, 18
+    and r8, rax
+    movzx edx, al
+    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j271:
     jz .Lc1_b9_done
-.Lc1_b9_c52:
-    shr ecx, 3
-    and rcx, r8
-    mov eax, r8d
-    mov dword ptr [r15 + 448], 112
-    mov ecx, eax
-    mov rcx, rax
-    movsxd r8, dword ptr [r15 + 640]
-    mov rbp, r10
-    inc esi
-    mov qword ptr [r15 + 448], rax
-    and rbp, 2097088
-    mov byte ptr [r15 + rbp + 286336], cl
-    mov eax, ecx
-    mov rbp, r10
-    add rcx, qword ptr [r15 + 512]
-    mov edi, esi
-    mov rdi, rsi
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 2496]
-    movzx edi, cl
-    shr edi, 1
-    or qword ptr [r14 + 576], 72
-    mov dword ptr [r15 + 192], ecx
-    add r11, 64
-    add r10, r11
+.Lc1_b9_c53:
+    lea rcx, [rip + .Lc1_d3206_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3206_s_t
+.Lc1_d3206_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3206_s:
+    ret
+    .popsection
+    movsxd rdx, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r14 + 256]
+    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, 74
+    lea rbp, [rdx + rdx*2 + 66]
+    movzx ebp, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 640], ecx
+    mov byte ptr [r15 + 1152], cl
+    mov byte ptr [r14 + 768], cl
+    xchg qword ptr [r15 + 256], rsi
+    mov ecx, 198
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 320], ebp
     inc rbx
     dec r13
 .Lc1_j272:
     jz .Lc1_b9_done
-.Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d3198_s]
+.Lc1_b9_c54:
+    lea rcx, [rip + .Lc1_d3228_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3198_s_t
-.Lc1_d3198_j:
+    call .Lc1_d3228_s_t
+.Lc1_d3228_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3198_s:
+.Lc1_d3228_s:
     ret
     .popsection
-    movsxd rsi, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r14 + 192]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov edx, 74
-    lea rdx, [rdi + rdi*2 + 66]
-    movzx edx, byte ptr [r15 + 384]
-    movsxd r9, dword ptr [r14 + 256]
-    mov dword ptr [r15 + 320], ecx
-    mov byte ptr [r15 + 384], cl
-    mov byte ptr [r14 + 896], cl
-    xchg qword ptr [r15 + 320], rcx
-    mov r8d, 198
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r9d
+    sub rcx, rdi
+    mov qword ptr [r14 + 448], rcx
+    or esi, ecx
+    inc esi
+    mov qword ptr [r15 + 704], rcx
+    lea r9, [rcx + rcx*2 + 51]
+    movzx esi, cl
+    movzx esi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 229
+    movsxd rcx, dword ptr [r14 + 256]
+    mov r8d, 19
+    mov r8, r9
+    mov r8d, dword ptr [r15 + 64]
+    mov r9d, r9d
+    movzx r9d, sil
+    imul r9, qword ptr [r15 + 896]
+    mov esi, dword ptr [r15 + 1088]
+    test ecx, r8d
     inc rbx
     dec r13
 .Lc1_j273:
     jz .Lc1_b9_done
-.Lc1_b9_c54:
-    sub rdi, rcx
-    mov qword ptr [r15 + 1152], rcx
-    add r9, qword ptr [r15 + 192]
-    mov dword ptr [r14 + 256], 13
-    mov qword ptr [r15 + 128], rdi
-    lea rcx, [rdi + rdi*2 + 98]
-    movzx r8d, dil
-    movzx r8d, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 1216], 26
-    movsxd rdi, dword ptr [r15 + 704]
-    mov eax, 117
-    mov rax, rcx
-    mov eax, ecx
-    mov eax, r8d
-    movzx eax, r8b
-    imul rax, qword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 192]
-    inc dword ptr [r14 + 576]
+.Lc1_b9_c55:
+    movzx ecx, byte ptr [r14 + 192]
+    nop
+    sub r8, rsi
+    xor r8d, esi
+    vmovdqu ymm2, ymmword ptr [r15 + 192]
+    mov esi, dword ptr [r14 + 128]
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 256], 87
+    and rsi, rcx
+    lea rdi, [r15 + 10772736]
+    mov ecx, 304
+    rep stosb
+    movzx edi, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 221
+    mov ecx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], sil
+    lea rdx, [rsi + rsi*2 + 40]
+    mov dword ptr [r15 + 64], edi
+    mov rsi, qword ptr [r15 + 320]
     inc rbx
     dec r13
 .Lc1_j274:
     jz .Lc1_b9_done
-.Lc1_b9_c55:
-    lea rcx, [rip + .Lc1_d3241_s]
+.Lc1_b9_c56:
+    lea rcx, [rip + .Lc1_d3276_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3241_s_t
-.Lc1_d3241_j:
+    call .Lc1_d3276_s_t
+.Lc1_d3276_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3241_s:
+.Lc1_d3276_s:
     ret
     .popsection
-    mov byte ptr [r15 + 512], cl
-    mov eax, dword ptr [r14 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rax, rcx
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 7
-    rep movsb
-    mov dword ptr [r15 + 320], eax
-    mov dword ptr [r15 + 960], 15
-    mov esi, dword ptr [r14 + 384]
-    mov qword ptr [r14 + 64], rax
-    xor eax, ecx
-    mov eax, dword ptr [r15 + 128]
-    and eax, dword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 576]
+    add rdx, 43
+    mov byte ptr [r14 + 448], cl
+    add rsi, rcx
+    mov esi, 84
+    neg rsi
+    neg rsi
+    mov ecx, dword ptr [r14 + 256]
+    or ecx, edx
+    mov esi, edx
+    shr esi, 8
+    sub rsi, rcx
+    mov edx, 120
+    test ecx, ecx
+    vmovdqu ymm6, ymmword ptr [r15 + 640]
+    mov qword ptr [r15 + 704], rcx
+    mov byte ptr [r15 + 384], sil
+    or ecx, esi
+    mov dword ptr [r14 + 192], 16
     inc rbx
     dec r13
 .Lc1_j275:
     jz .Lc1_b9_done
-.Lc1_b9_c56:
-    mov byte ptr [r15 + 512], sil
-    mov dword ptr [r14 + 0], 185
-    neg rsi
-    and esi, dword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test esi, esi
-    mov eax, 84
-    mov eax, 39
-    add rax, 47
-    or eax, esi
-    mov byte ptr [r15 + 1024], sil
-    mov esi, eax
-    mov qword ptr [r14 + 64], rax
-    neg rax
-    add rax, rsi
-    test esi, esi
-    add qword ptr [r14 + 256], rsi
-    and eax, dword ptr [r15 + 192]
-    or eax, esi
-    lock xadd qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 256], 16
+.Lc1_b9_c57:
+    mov qword ptr [r15 + 128], rcx
+    mov rdx, rcx
+    imul rdx, qword ptr [r14 + 384]
+    movzx eax, byte ptr [r15 + 768]
+    movzx ecx, dl
+    movzx ecx, dl
+    lea rcx, [rdx + rax*2 + 29]
+    mov qword ptr [r15 + 320], rdx
+    test eax, edx
+    mov qword ptr [r15 + 192], rdx
+    movsxd r9, dword ptr [r15 + 320]
+    shl r9, 6
+    mov byte ptr [r14 + 384], cl
+    mov rdx, rcx
+    movsxd rdx, dword ptr [r15 + 576]
+    add rdx, 27
+    inc edx
+    movzx ecx, byte ptr [r15 + 256]
+    mov eax, 54
+    mov eax, dword ptr [r15 + 192]
     inc rbx
     dec r13
 .Lc1_j276:
     jz .Lc1_b9_done
-.Lc1_b9_c57:
-    lea rcx, [rip + .Lc1_d3289_s]
+.Lc1_b9_c58:
+    lea rcx, [rip + .Lc1_d3326_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3289_s_t
-.Lc1_d3289_j:
+    call .Lc1_d3326_s_t
+.Lc1_d3326_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3289_s:
+.Lc1_d3326_s:
     ret
     .popsection
-    mov rax, rcx
-    add rax, 25
-    test ecx, ecx
-    mov qword ptr [r14 + 640], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rcx
-    inc eax
-    mov byte ptr [r14 + 0], cl
-    mov edx, 46
-    imul rdx, qword ptr [r15 + 512]
+    mov eax, 132
+    movzx eax, byte ptr [r15 + 192]
+    shl rax, 9
+    movzx edx, byte ptr [r15 + 512]
+    mov rdi, rcx
+    movsxd rdi, dword ptr [r15 + 1216]
+    mov ecx, 85
+    xor dword ptr [r15 + 384], eax
+    mov rcx, rdx
+    movsxd rcx, dword ptr [r14 + 1152]
+    neg rcx
+    mov rax, rdx
+    mov dword ptr [r15 + 256], 170
+    xchg rcx, rcx
+    mov rdx, rax
+    inc edx
+    lea rdx, [rax + rax*2 + 72]
+    movsxd rdx, dword ptr [r14 + 320]
     inc rbx
     dec r13
 .Lc1_j277:
     jz .Lc1_b9_done
-.Lc1_b9_c58:
-    mov dword ptr [r14 + 128], 233
-    lea rcx, [rax + rax*2 + 37]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rax, 7
-    mov eax, 178
-    lea rax, [rcx + rcx*2 + 92]
-    mov rax, rcx
-    mov dword ptr [r15 + 0], 102
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg rcx, rcx
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    xor dword ptr [r15 + 64], edx
-    mov eax, 145
-    and eax, dword ptr [r14 + 128]
-    inc eax
+.Lc1_b9_c59:
+    movsxd rdi, dword ptr [r15 + 320]
+    mov ecx, 40
+    sub rcx, rdx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r10
+    add rcx, rdi
+    mov rdx, qword ptr [r15 + 256]
+    mov dword ptr [r14 + 384], edi
+    and rbp, 8388544
+    vpaddd ymm11, ymm15, ymmword ptr [r15 + rbp + 2383488]
+    shl rdx, 6
+    mov edi, 107
+    cmp rcx, rcx
+    movzx ebp, cl
+    test edi, edx
+    cmp rdx, rdx
+    add rbp, rdx
+    mov dword ptr [r15 + 1088], 159
+    mov edi, 191
+    neg rdi
+    mov edx, 217
+    mov rdx, rbp
+    mov edi, dword ptr [r14 + 64]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j278:
     jz .Lc1_b9_done
-.Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d3339_s]
+.Lc1_b9_c60:
+    lea rcx, [rip + .Lc1_d3380_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3339_s_t
-.Lc1_d3339_j:
+    call .Lc1_d3380_s_t
+.Lc1_d3380_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3339_s:
+.Lc1_d3380_s:
     ret
     .popsection
-    shl rdx, 9
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rcx, rcx
-    test edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov edx, 17
-    imul rdx, qword ptr [r14 + 448]
     cmp rcx, rcx
-    add rcx, rdx
-    mov ecx, 42
-    cmp rdx, rdx
-    mov ecx, 57
-    add rcx, qword ptr [r14 + 1088]
-    mov dword ptr [r15 + 1280], 193
-    mov r9d, 38
+    mov edx, 159
+    movsxd rdx, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r14 + 64]
+    movzx r8d, byte ptr [r15 + 1152]
+    test ecx, ecx
+    mov dword ptr [r14 + 448], edx
+    mov rsi, rcx
+    mov rsi, qword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx r9d, r8b
+    mov r9, r10
+    imul rsi, qword ptr [r15 + 128]
+    mov rax, rdx
+    and r9, 8388544
+    movsxd rax, dword ptr [r15 + r9 + 2383488]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j279:
     jz .Lc1_b9_done
-.Lc1_b9_c60:
-    lea rcx, [rip + .Lc1_d3365_s]
+.Lc1_b9_c61:
+    lea rcx, [rip + .Lc1_d3407_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3365_s_t
-.Lc1_d3365_j:
+    call .Lc1_d3407_s_t
+.Lc1_d3407_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3365_s:
+.Lc1_d3407_s:
     ret
     .popsection
-    cmp rcx, rcx
-    mov r9d, 159
-    movsxd r9, dword ptr [r14 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r9d, r9d
-    mov dword ptr [r14 + 320], r9d
-    mov rcx, r9
-    mov qword ptr [r14 + 64], r9
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx r9d, cl
-    mov r9, r10
-    imul rbp, qword ptr [r15 + 576]
-    mov rcx, rcx
-    and r9, 8388544
-    movsxd r8, dword ptr [r15 + r9 + 2383488]
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r14 + 384], rcx
+    mov rax, rcx
+    mov qword ptr [r15 + 128], rcx
+    mov r9d, 173
+    shr r9d, 12
+    mov rcx, qword ptr [r14 + 256]
+    mov rdi, qword ptr [r15 + 704]
+    popcnt r9, rax
+    shr r9d, 5
+    movzx r9d, al
+    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], 142
+    shl rax, 20
+    vmovdqu ymm15, ymmword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 512]
+    mov ebp, r9d
+    mov ebp, 71
     inc rbx
     dec r13
 .Lc1_j280:
     jz .Lc1_b9_done
-.Lc1_b9_c61:
-    mov ebp, 164
-    add rbp, qword ptr [r15 + 896]
-    mov qword ptr [r15 + 512], r8
-    shl rcx, 21
-    popcnt r8, rbp
-    vmovdqu ymm1, ymmword ptr [r15 + 832]
-    shr r9d, 1
+.Lc1_b9_c62:
+    mov dword ptr [r15 + 128], eax
+    movzx edi, bpl
+    movzx edi, byte ptr [r14 + 576]
+    mov dword ptr [r14 + 640], ebp
+    mov eax, 171
+    movzx eax, byte ptr [r15 + 192]
+    mov rbp, rdi
+    mov dword ptr [r15 + 192], edi
+    nop
+    mov dword ptr [r15 + 768], edi
+    movzx ebp, dil
+    movzx ebp, al
+    lea rbp, [rax + rax*2 + 119]
+    movsxd rdi, dword ptr [r15 + 256]
+    add rdi, 2
+    lea rdi, [r15 + 10772736]
+    mov ecx, 302
+    rep stosb
+    mov ecx, ebp
     movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ebp, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 0], r9b
-    mov ebp, ecx
-    mov dword ptr [r14 + 128], 185
-    mov r9d, 15
-    mov qword ptr [r15 + 448], rbp
-    mov rcx, r9
+    mov rcx, rbp
+    mov ecx, 22
+    add rcx, 58
     inc rbx
     dec r13
 .Lc1_j281:
     jz .Lc1_b9_done
-.Lc1_b9_c62:
-    lea rcx, [rip + .Lc1_d3415_s]
+.Lc1_b9_c63:
+    lea rcx, [rip + .Lc1_d3458_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3415_s_t
-.Lc1_d3415_j:
+    call .Lc1_d3458_s_t
+.Lc1_d3458_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3415_s:
+.Lc1_d3458_s:
     ret
     .popsection
-    movzx r9d, cl
-    movzx r9d, cl
-    lea r9, [rcx + rcx*2 + 26]
-    movzx r9d, cl
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r14 + 320]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov dword ptr [r15 + 640], ecx
-    lea rdi, [r15 + 10772736]
-    mov ecx, 171
-    rep stosb
-    mov rcx, rdi
-    add rcx, 119
-    mov dword ptr [r14 + 384], edi
-    mov eax, ecx
-    mov eax, 90
+    inc ecx
+    lea rcx, [rcx + rcx*2 + 49]
+    mov ecx, ecx
+    mov ecx, ecx
+    xor dword ptr [r15 + 64], ecx
+    mov edx, ecx
+    bt rcx, rcx
+    mov rsi, rdx
+    mov esi, dword ptr [r15 + 576]
+    movzx ecx, cl
+    mov rdx, qword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 384]
+    vmovdqu ymm4, ymmword ptr [r14 + 192]
+    movzx ecx, sil
+    movsxd rcx, dword ptr [r14 + 256]
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    test edx, r8d
+    mov edi, 218
+    mov edi, 6
     inc rbx
     dec r13
 .Lc1_j282:
-    jz .Lc1_b9_done
-.Lc1_b9_c63:
-    mov edi, ecx
-    mov edi, 245
-    shr edi, 9
-    inc edi
-    mov ecx, eax
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 960
-    inc dword ptr [r15 + rbp + 1472]
-    bt rbp, rbp
-    mov ecx, dword ptr [r15 + 256]
-    movzx edi, al
-    lea rbp, [rax + rax*2 + 118]
-    xor dword ptr [r15 + 512], eax
-    mov eax, ebp
-    mov eax, ecx
-    mov eax, edi
-    test edi, edi
-    lock add qword ptr [r15 + 1152], rbp
-    mov byte ptr [r14 + 128], bpl
-    mov dword ptr [r14 + 0], ebp
-    mov edi, 198
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j283:
     jnz .Lc1_b9_c0
 .Lc1_b9_done:
 // block 1: 4096 bytes, 16 chunk(s), 8 chunk executions per call
@@ -2892,55 +3022,53 @@ ditto_body_c1:
 .Lc1_d85_s:
     ret
     .popsection
-    lea rcx, [rax + rax*2 + 11]
-    shr eax, 21
-    movsxd rdi, dword ptr [r14 + 192]
-    mov qword ptr [r14 + 128], rcx
-    lea rax, [rcx + rcx*2 + 114]
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], ecx
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r14 + 384], eax
+    sub rax, rcx
+    movzx ebp, byte ptr [r15 + 256]
+    mov ecx, ecx
+    lock add qword ptr [r15 + 128], rax
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j15:
-    mov ecx, dword ptr [r15 + 64]
-    mov r8d, edi
-    mov r8d, eax
-    movzx edi, byte ptr [r15 + 1024]
-    or ecx, eax
-    mov r8d, dword ptr [r15 + 384]
-    mov eax, eax
+    movzx ecx, byte ptr [r14 + 512]
+    mov r9d, ebp
+    shr ebp, 5
+    mov r8, r10
+    mov rax, r9
+    mov ebp, 225
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
 .Lc1_j16:
-    sub rax, rdi
-    mov rdx, r8
-    lock add qword ptr [r15 + 512], r8
-    mov byte ptr [r14 + 192], r8b
-    movzx edi, cl
-    movsxd r8, dword ptr [r15 + 640]
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1472], r9b
+    add r9, 99
+    mov qword ptr [r15 + 256], rbp
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, dword ptr [r14 + 448]
+    mov dword ptr [r15 + 192], r8d
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j17:
-    mov ecx, edx
-    mov eax, dword ptr [r14 + 704]
-    movzx edx, byte ptr [r15 + 960]
-    inc dword ptr [r14 + 512]
-    add rax, 48
-    sub rdi, rax
-    movzx r8d, dil
-    test ebx, 188416
-    jz 1f
+    mov r8, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 1088]
+    or r9d, eax
+    mov esi, dword ptr [r15 + 320]
+    lea rcx, [rax + rax*2 + 17]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
 .Lc1_j18:
-    mov edi, edx
-    cmp rdi, rdi
-    or ecx, eax
-    mov qword ptr [r15 + 320], rcx
-    movzx eax, byte ptr [r15 + 64]
-    add rcx, 75
+    movsxd rax, dword ptr [r14 + 768]
+    movzx ecx, r9b
+    movzx r8d, sil
+    mov ebp, eax
+    mov r9d, eax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j19:
@@ -2949,61 +3077,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d137_s]
+    lea rcx, [rip + .Lc1_d135_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d137_s_t
-.Lc1_d137_j:
+    call .Lc1_d135_s_t
+.Lc1_d135_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d137_s:
+.Lc1_d135_s:
     ret
     .popsection
-    mov byte ptr [r15 + 448], al
-    or eax, ecx
-    mov r8d, eax
-    movzx r8d, byte ptr [r14 + 192]
-    mov rax, r8
-    add rcx, 86
-    test ebx, 2147483648
+    add rcx, 15
+    movzx r9d, byte ptr [r15 + 576]
+    mov eax, r9d
+    movzx ecx, al
+    imul rcx, qword ptr [r14 + 192]
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j20:
-    mov ecx, ecx
-    mov qword ptr [r15 + 576], rcx
-    mov rbp, rcx
+    mov ecx, 46
+    or ecx, r9d
+    lock xadd qword ptr [r15 + 1024], r9
+    mov ebp, 159
     mov rbp, r10
-    and r8, rbp
-    and rbp, 960
-    mov eax, dword ptr [r15 + rbp + 2496]
+    mov rcx, rax
+    and rbp, 4032
+    imul rax, qword ptr [r14 + rbp + 3520]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j21:
-    mov byte ptr [r15 + 512], r8b
-    mov rax, qword ptr [r15 + 256]
-    or ecx, eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 256], eax
+    or eax, r9d
+    mov edi, eax
+    mov byte ptr [r14 + 256], dil
+    mov r9, rbp
+    mov dword ptr [r14 + 320], r9d
+    mov ebp, eax
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
 .Lc1_j22:
-    mov rbp, r10
-    and r8, rbp
-    lock xadd qword ptr [r15 + 192], r8
-    and rbp, 960
-    imul rcx, qword ptr [r15 + rbp + 1472]
-    lock or dword ptr [r15 + 256], 75
-    mov ebp, 125
+    mov rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 640], rcx
+    vpaddd ymm3, ymm6, ymmword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r9d
+    mov rcx, rcx
+    movzx r9d, cl
     cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
 .Lc1_j23:
-    movsxd rax, dword ptr [r14 + 128]
-    movzx esi, al
-    mov r8, qword ptr [r14 + 64]
-    mov eax, r8d
-    or eax, eax
+    movsxd rcx, dword ptr [r15 + 576]
+    mov byte ptr [r14 + 64], cl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, r9
+    and rbp, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -3011,200 +3140,195 @@ ditto_body_c1:
 .Lc1_j24:
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d185_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d187_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d185_s_t
-.Lc1_d185_j:
+    call .Lc1_d187_s_t
+.Lc1_d187_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d185_s:
+.Lc1_d187_s:
     ret
     .popsection
-    movzx ecx, cl
-    movzx esi, byte ptr [r14 + 192]
-    xor esi, ecx
-    movsxd r8, dword ptr [r14 + 1088]
-    sub r8, rcx
-    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 192
+    xor ebp, ecx
+    mov eax, dword ptr [r15 + 384]
+    movzx ecx, al
+    movsxd rcx, dword ptr [r14 + 832]
+    movsxd rbp, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j25:
-    mov r8d, dword ptr [r14 + 512]
-    xor r8d, esi
-    shl r8, 30
-    cmp r8, r8
-    cmp rax, rax
-    inc dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 192]
+    bt r9, r9
+    xor ebp, ecx
+    mov rax, qword ptr [r14 + 64]
+    mov ebp, dword ptr [r15 + 704]
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
+1:
+.Lc1_j26:
+    mov byte ptr [r15 + 448], al
+    cmp rbp, rbp
+    lea rdi, [r15 + 10772736]
+    mov ecx, 304
+    rep stosb
+    shl rcx, 23
+    add rcx, 94
+    mov eax, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+.Lc1_j27:
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + 320]
+    imul rcx, qword ptr [r15 + 640]
+    cmp rcx, rcx
+    mov rbp, qword ptr [r14 + 384]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+.Lc1_j28:
+    mov dword ptr [r15 + 1152], ecx
+    xor edi, eax
+    mov rcx, rdi
+    inc ecx
+    mov edi, dword ptr [r14 + 768]
+    inc rbx
+    dec r13
+.Lc1_j29:
+    jz .Lc1_b1_done
+.Lc1_b1_c3:
+    lea rcx, [rip + .Lc1_d232_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d232_s_t
+.Lc1_d232_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d232_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 1152]
+    mov edi, 71
+    movzx edi, dil
+    movzx eax, byte ptr [r15 + 256]
+    mov rdx, rax
+    mov qword ptr [r14 + 128], rdx
+    xor edi, ecx
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j26:
-    movsxd rax, dword ptr [r15 + 448]
-    add rsi, 64
-    mov byte ptr [r15 + 384], sil
-    bt rax, rax
-    imul r8, qword ptr [r15 + 1152]
-    inc r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j27:
-    mov r8, rsi
-    mov ecx, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 128]
-    mov edi, esi
-    mov eax, dword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j28:
-    xor esi, ecx
-    mov dword ptr [r15 + 384], esi
-    test eax, edi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    cmp rax, rax
-    mov edi, dword ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j29:
-    mov eax, dword ptr [r14 + 704]
-    mov dword ptr [r15 + 64], eax
-    mov r8, rax
-    mov dword ptr [r15 + 1408], 147
-    vmovdqu ymm6, ymmword ptr [r15 + 192]
-    inc rbx
-    dec r13
 .Lc1_j30:
-    jz .Lc1_b1_done
-.Lc1_b1_c3:
-    lea rcx, [rip + .Lc1_d238_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d238_s_t
-.Lc1_d238_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d238_s:
-    ret
-    .popsection
-    mov rcx, r8
-    mov rcx, rcx
-    movzx r8d, cl
-    lea r8, [r8 + r8*2 + 109]
-    xor r8d, ecx
-    or qword ptr [r14 + 64], 35
-    test ebx, 1073741824
+    mov byte ptr [r14 + 448], al
+    movzx ecx, byte ptr [r15 + 896]
+    or qword ptr [r14 + 192], 53
+    mov qword ptr [r15 + 192], rdx
+    movzx eax, dil
+    movsxd rdx, dword ptr [r15 + 1088]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j31:
-    movzx r8d, byte ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 1088]
-    mov edi, dword ptr [r14 + 896]
-    mov byte ptr [r15 + 1152], dil
-    mov dword ptr [r15 + 1216], 164
-    movzx edi, r8b
+    mov rdi, qword ptr [r15 + 256]
+    lea rsi, [rdi + rdi*2 + 9]
+    mov esi, dword ptr [r15 + 64]
+    mov rcx, rsi
+    mov rcx, rcx
+    shr ecx, 21
+    inc ecx
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j32:
-    mov qword ptr [r15 + 128], rsi
-    mov dword ptr [r15 + 640], 13
-    mov rsi, rdi
-    mov esi, 241
-    mov rsi, qword ptr [r14 + 256]
-    mov ecx, dword ptr [r15 + 576]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j33:
-    mov r8d, 173
-    mov qword ptr [r15 + 640], r8
-    mov edx, 75
-    movsxd r8, dword ptr [r14 + 128]
-    movzx edi, r8b
-    mov rbp, r10
-    xor ecx, ebp
+    movzx ecx, sil
+    mov qword ptr [r14 + 384], rcx
+    movzx esi, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 960], 214
+    mov byte ptr [r15 + 128], dl
+    xor edi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j34:
-    and rbp, 8388544
-    mov byte ptr [r15 + rbp + 2383488], bpl
-    or edx, r8d
-    movsxd rbp, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 832], rbp
-    movzx r8d, byte ptr [r15 + 192]
-    shr r8d, 8
-    add r11, 64
-    add r10, r11
+.Lc1_j33:
+    movsxd rdx, dword ptr [r15 + 320]
+    or edx, edx
+    mov eax, 96
+    mov esi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 65
+    mov dword ptr [r15 + 384], 36
     inc rbx
     dec r13
-.Lc1_j35:
+.Lc1_j34:
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d288_s]
+    lea rcx, [rip + .Lc1_d280_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d288_s_t
-.Lc1_d288_j:
+    call .Lc1_d280_s_t
+.Lc1_d280_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d288_s:
+.Lc1_d280_s:
     ret
     .popsection
     mov ecx, 183
     movzx ecx, cl
     lea rdx, [rcx + rcx*2 + 79]
     movzx edx, dl
-    mov qword ptr [r15 + 960], rdx
-    mov rcx, rdx
-    vpermq ymm2, ymm11, 203
+    mov qword ptr [r15 + 64], rdx
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j35:
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 64]
+    mov ecx, 203
+    and rcx, rcx
+    movzx ecx, cl
+    add rcx, 125
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j36:
-    mov edx, 47
-    and rdx, rdx
-    movzx ebp, dl
-    add rbp, 64
-    mov rdx, qword ptr [r15 + 192]
-    mov rcx, qword ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j37:
-    mov r9, r10
-    mov dword ptr [r15 + 384], r9d
-    lea r8, [rcx + rcx*2 + 73]
-    mov r8, r8
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1472], r9d
-    mov r8, r10
-    test r8d, r8d
-    mov r9d, r8d
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3520]
+    mov rcx, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 512]
+    mov dword ptr [r14 + 512], edx
+    lea r8, [rcx + rcx*2 + 17]
+    mov rdx, r8
     test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j37:
+    or edx, ecx
+    mov r8, r10
+    test r8d, r8d
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + 1344]
+    and r8, 960
+    lock or dword ptr [r15 + r8 + 1472], 94
+    mov ebp, 160
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc1_j38:
-    lock or dword ptr [r15 + 320], 26
-    mov r8d, 216
-    mov dword ptr [r15 + 512], 92
-    mov dword ptr [r14 + 1280], ebp
-    mov r9, qword ptr [r14 + 128]
-    mov rdx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 640], 215
+    or edx, ecx
+    mov rdx, qword ptr [r14 + 192]
+    mov rcx, qword ptr [r14 + 128]
+    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j39:
-    mov edx, r8d
-    mov rdx, rdx
-    mov r8d, edx
-    shl r8, 14
-    cmp r8, r8
-    xor dword ptr [r15 + 384], r8d
+    mov rbp, qword ptr [r14 + 576]
+    mov r8d, ebp
+    mov r8, r10
+    shl rbp, 30
+    cmp rbp, rbp
+    and r8, 8128
+    xor dword ptr [r15 + r8 + 7616], r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -3215,65 +3339,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d345_s]
+    lea rcx, [rip + .Lc1_d339_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d345_s_t
-.Lc1_d345_j:
+    call .Lc1_d339_s_t
+.Lc1_d339_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d345_s:
+.Lc1_d339_s:
     ret
     .popsection
-    mov ecx, eax
-    test ecx, ecx
-    mov eax, 235
-    movzx eax, al
-    mov rcx, qword ptr [r15 + 576]
+    lea rcx, [rip + .Lc1_d344_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d344_s_t
+.Lc1_d344_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d344_s:
+    ret
+    .popsection
+    imul rax, qword ptr [r15 + 512]
+    mov r8, rax
+    inc r8d
+    movzx eax, cl
+    xchg qword ptr [r15 + 256], rax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+.Lc1_j41:
+    add rcx, r8
+    shr ecx, 29
+    mov r8, qword ptr [r14 + 192]
+    movzx ecx, byte ptr [r14 + 1408]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j41:
-    test eax, ecx
-    mov r9, rax
-    mov r9, qword ptr [r15 + 768]
-    mov qword ptr [r14 + 256], r9
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
 .Lc1_j42:
-    mov ecx, dword ptr [r15 + 320]
-    mov r8, rcx
-    mov r8, r8
-    mov byte ptr [r14 + 192], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j43:
-    shr r9d, 25
-    mov dword ptr [r14 + 704], 221
-    xchg qword ptr [r15 + 256], r8
-    shr ecx, 31
-    movsxd r9, dword ptr [r15 + 1024]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
+    mov rax, qword ptr [r15 + 704]
+    add rax, 118
+    mov edi, 28
+    test edi, edi
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
-.Lc1_j44:
-    mov rbp, r10
-    add r9, 95
-    imul r9, qword ptr [r15 + 64]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1472], rbp
-    movzx ecx, byte ptr [r15 + 448]
-    add r8, rcx
+.Lc1_j43:
+    mov edi, eax
+    mov edi, eax
+    add rdi, 110
+    mov r8, rdi
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
+.Lc1_j44:
+    mov qword ptr [r15 + 448], rcx
+    test edi, edi
+    movzx ecx, dil
+    add rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc1_j45:
-    mov ecx, r9d
-    mov ecx, ecx
-    inc r9d
-    imul r9, qword ptr [r14 + 640]
+    mov r8, r10
+    mov dword ptr [r15 + 128], r8d
+    shr edi, 2
+    movsxd rdi, dword ptr [r14 + 384]
+    and r8, 960
+    inc dword ptr [r14 + r8 + 2496]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3284,62 +3414,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d398_s]
+    lea rcx, [rip + .Lc1_d394_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d398_s_t
-.Lc1_d398_j:
+    call .Lc1_d394_s_t
+.Lc1_d394_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d398_s:
+.Lc1_d394_s:
     ret
     .popsection
-    or qword ptr [r14 + 832], 67
-    mov r9, qword ptr [r14 + 768]
-    mov rcx, r9
-    mov byte ptr [r15 + 128], cl
-    mov r9d, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 704]
-    shl rax, 9
-    test ebx, 1073741824
+    mov byte ptr [r14 + 256], al
+    neg r8
+    mov rax, qword ptr [r15 + 1024]
+    mov r8d, 128
+    mov qword ptr [r15 + 1280], r8
+    movzx esi, r8b
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j47:
-    mov qword ptr [r15 + 256], r9
-    movzx eax, r9b
-    xor eax, ecx
-    movzx eax, byte ptr [r15 + 64]
-    shr r9d, 9
-    neg rcx
+    cmp rax, rax
+    shl rcx, 16
+    movzx eax, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 768]
+    mov edi, ecx
+    mov rdi, rdi
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
 .Lc1_j48:
-    movzx r9d, byte ptr [r15 + 512]
-    movzx ecx, r9b
-    imul rcx, qword ptr [r15 + 512]
-    mov r9d, 88
-    mov r9d, r9d
-    mov eax, 249
-    test ebx, 2147483648
+    inc dword ptr [r15 + 320]
+    mov esi, ecx
+    xor esi, ecx
+    mov eax, 88
+    mov rcx, qword ptr [r15 + 448]
+    imul rcx, qword ptr [r15 + 576]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j49:
-    movzx r9d, cl
-    mov qword ptr [r14 + 128], r9
-    mov ecx, ecx
-    mov r9d, 248
-    vpaddd ymm11, ymm6, ymmword ptr [r15 + 384]
-    mov r9d, eax
-    test ebx, 2147483648
+    movzx ecx, sil
+    mov qword ptr [r15 + 1216], rcx
+    movzx edi, byte ptr [r15 + 64]
+    mov esi, 169
+    movzx esi, sil
+    mov eax, esi
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j50:
-    cmp rcx, rcx
-    movsxd rax, dword ptr [r14 + 192]
-    mov ecx, 146
-    movzx ecx, byte ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 320]
-    neg rdi
+    vpaddd ymm6, ymm2, ymmword ptr [r14 + 128]
+    movsxd rsi, dword ptr [r14 + 256]
+    mov ecx, 129
+    movzx edi, byte ptr [r15 + 192]
+    mov r9d, dword ptr [r14 + 384]
+    neg r9
     inc rbx
     dec r13
 .Lc1_j51:
@@ -3348,63 +3477,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d448_s]
+    lea rcx, [rip + .Lc1_d443_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d448_s_t
-.Lc1_d448_j:
+    call .Lc1_d443_s_t
+.Lc1_d443_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d448_s:
+.Lc1_d443_s:
     ret
     .popsection
-    mov ecx, eax
-    mov ecx, 13
-    movzx eax, cl
-    mov eax, eax
-    mov dword ptr [r15 + 384], 141
+    mov edi, 218
+    movzx ecx, dil
+    shr ecx, 9
+    or ecx, ecx
+    movzx edi, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 64]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
 .Lc1_j52:
-    mov r9d, 189
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 7
-    rep movsb
-    mov rsi, qword ptr [r15 + 192]
-    sub rax, rsi
-    movzx ecx, al
-    test ebx, 2147483648
+    mov eax, 99
+    mov r9, r10
+    mov esi, r9d
+    lock xadd qword ptr [r15 + 256], rsi
+    and r9, 8388544
+    mov qword ptr [r14 + r9 + 2383488], r9
+    sub rcx, rax
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j53:
-    movzx r9d, sil
-    mov r9, r10
-    mov rsi, qword ptr [r15 + 576]
-    or esi, esi
-    mov edi, dword ptr [r14 + 448]
-    and r9, 960
-    movzx ecx, byte ptr [r15 + r9 + 1472]
+    movzx eax, r9b
+    mov qword ptr [r14 + 576], rax
+    mov edi, dword ptr [r15 + 448]
+    add rdi, rdi
+    or edi, edi
+    movzx eax, byte ptr [r15 + 128]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j54:
-    mov r9, r10
-    shr eax, 17
-    and r9, 2097088
-    mov rax, qword ptr [r14 + r9 + 286336]
-    mov edi, dword ptr [r14 + 128]
-    mov qword ptr [r15 + 256], rdi
-    add rsi, rdi
+    or r9d, r9d
+    mov r9d, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 1088]
+    movzx ecx, dil
+    vmovdqu ymm4, ymmword ptr [r14 + 192]
     cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
 .Lc1_j55:
-    or ecx, eax
-    or ecx, ecx
-    mov rcx, rcx
-    vmovdqu ymm8, ymmword ptr [r14 + 640]
-    movzx eax, byte ptr [r15 + 192]
+    mov rdi, rsi
+    mov rbp, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 192]
+    mov dword ptr [r14 + 64], 9
+    mov eax, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -3415,130 +3541,124 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d501_s]
+    lea rcx, [rip + .Lc1_d493_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d501_s_t
-.Lc1_d501_j:
+    call .Lc1_d493_s_t
+.Lc1_d493_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d501_s:
+.Lc1_d493_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d506_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d506_s_t
-.Lc1_d506_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d506_s:
-    ret
-    .popsection
-    mov ecx, ecx
+    mov ecx, eax
     mov ecx, 168
-    movsxd rcx, dword ptr [r15 + 768]
-    or ecx, ecx
-    mov byte ptr [r14 + 256], cl
-    mov esi, 207
-    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    movsxd rax, dword ptr [r15 + 512]
+    or eax, eax
+    mov byte ptr [r15 + 192], al
+    mov ebp, 207
+    mov eax, 80
+    cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
 .Lc1_j57:
-    mov ecx, 80
-    movsxd rax, dword ptr [r14 + 640]
-    movzx edx, byte ptr [r15 + 128]
-    lea rbp, [rdx + rdx*2 + 16]
-    inc dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 576]
+    lea rcx, [rdi + rdi*2 + 16]
+    and r8, 2097088
+    inc dword ptr [r14 + r8 + 286336]
+    mov edi, dword ptr [r14 + 256]
+    mov r8, rdi
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j58:
-    mov esi, dword ptr [r14 + 64]
-    mov r8, rsi
-    mov ecx, r8d
-    movsxd rax, dword ptr [r15 + 448]
+    mov edi, ecx
+    mov rbp, r10
+    mov dword ptr [r15 + 256], 229
     neg rax
-    test ebx, 7936
-    jz 1f
-1:
-.Lc1_j59:
-    mov ebp, 178
-    mov dword ptr [r15 + 1344], 227
-    movzx edx, cl
-    sub rdx, rax
-    inc dword ptr [r14 + 256]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
+    mov ecx, 178
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], 227
+    movzx eax, dil
+    sub rax, rdi
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
-.Lc1_j60:
-    mov eax, 213
-    mov esi, 115
-    xor dword ptr [r15 + 512], esi
-    lea rbp, [rdx + rdx*2 + 98]
-    lock xadd qword ptr [r15 + 192], rbp
+.Lc1_j59:
+    inc dword ptr [r15 + 704]
+    mov edi, 213
+    mov r8d, 115
+    xor dword ptr [r14 + 384], r8d
+    lea r8, [rax + rax*2 + 98]
+    vmovdqu ymm15, ymmword ptr [r14 + 320]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j61:
+.Lc1_j60:
     jz .Lc1_b1_done
 .Lc1_b1_c9:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d551_s]
+    lea rcx, [rip + .Lc1_d542_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d551_s_t
-.Lc1_d551_j:
+    call .Lc1_d542_s_t
+.Lc1_d542_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d551_s:
+.Lc1_d542_s:
     ret
     .popsection
-    mov ecx, eax
-    movsxd rcx, dword ptr [r15 + 512]
+    mov rcx, rax
+    imul rcx, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 64]
+    lock or dword ptr [r15 + 384], 53
+    inc dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j61:
+    mov byte ptr [r15 + 192], al
     mov rax, rcx
-    mov eax, dword ptr [r14 + 128]
-    movsxd rsi, dword ptr [r15 + 704]
-    mov rbp, r10
+    mov dword ptr [r15 + 1152], 30
+    movzx ecx, cl
+    sub rcx, rax
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j62:
-    inc esi
-    cmp rsi, rsi
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 2496]
-    movzx ebp, sil
-    add rax, 15
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j63:
-    and rbp, 8128
-    imul rax, qword ptr [r15 + rbp + 7616]
-    mov rbp, qword ptr [r14 + 64]
-    movzx ecx, byte ptr [r14 + 64]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov r9d, 128
+    movsxd rcx, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 128]
+    add rax, 61
+    mov r8d, 68
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
+.Lc1_j63:
+    mov eax, ecx
+    movzx r8d, byte ptr [r15 + 128]
+    inc r8d
+    mov byte ptr [r15 + 1088], r8b
+    movsxd rcx, dword ptr [r15 + 1344]
+    test ebx, 2147483648
+    jnz 1f
+1:
 .Lc1_j64:
-    inc r9d
-    mov r9d, 8
-    movsxd r9, dword ptr [r15 + 1088]
-    mov dword ptr [r15 + 320], 230
-    mov ecx, esi
+    movzx r8d, byte ptr [r14 + 320]
+    mov edx, 1
+    movsxd rdx, dword ptr [r14 + 832]
+    mov eax, edx
+    movsxd rdx, dword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j65:
-    mov byte ptr [r15 + 320], r9b
-    mov byte ptr [r15 + 384], r9b
-    lock or dword ptr [r15 + 128], 97
-    mov rbp, r9
-    inc dword ptr [r14 + 640]
-    add r11, 64
-    add r10, r11
+    cmp r8, r8
+    inc ecx
+    movsxd r8, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r14 + 64]
     inc rbx
     dec r13
 .Lc1_j66:
@@ -3547,132 +3667,141 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d601_s]
+    lea rcx, [rip + .Lc1_d591_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d601_s_t
-.Lc1_d601_j:
+    call .Lc1_d591_s_t
+.Lc1_d591_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d601_s:
+.Lc1_d591_s:
     ret
     .popsection
-    sub rbp, rax
-    movzx ebp, bpl
+    lea rcx, [rip + .Lc1_d596_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d596_s_t
+.Lc1_d596_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d596_s:
+    ret
+    .popsection
+    sub rax, rcx
+    movzx eax, al
     .byte 0x66, 0x90
     neg rax
-    movsxd rbp, dword ptr [r14 + 128]
     movsxd rax, dword ptr [r15 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j67:
-    shl rcx, 15
-    cmp rcx, rcx
-    mov qword ptr [r15 + 256], rax
-    vmovdqu ymm11, ymmword ptr [r15 + 448]
-    add rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j68:
-    mov eax, dword ptr [r15 + 192]
-    movzx ecx, al
-    lea rbp, [rcx + rcx*2 + 63]
-    shr ebp, 6
-    movzx eax, byte ptr [r15 + 960]
+    movsxd r8, dword ptr [r14 + 192]
+    shl r8, 15
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j69:
-    mov rbp, qword ptr [r14 + 768]
-    sub rbp, rcx
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r14 + 576]
-    mov dword ptr [r15 + 1088], ecx
+.Lc1_j67:
+    cmp rax, rax
+    mov qword ptr [r15 + 384], rax
+    vmovdqu ymm3, ymmword ptr [r15 + 704]
+    add rcx, rax
+    mov ecx, ecx
+    movzx eax, cl
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+.Lc1_j68:
+    lea rcx, [rax + rax*2 + 21]
+    shr ecx, 9
+    movzx ecx, byte ptr [r15 + 960]
+    mov rax, qword ptr [r14 + 768]
+    sub rax, r8
+    mov r8d, eax
     cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
-.Lc1_j70:
-    test ebp, ebp
+.Lc1_j69:
+    movsxd rax, dword ptr [r14 + 256]
+    and rax, rax
+    test eax, eax
     mov ecx, dword ptr [r14 + 896]
-    mov rax, rcx
-    movzx ebp, al
-    mov qword ptr [r15 + 64], rbp
+    mov r9, rcx
+    movzx r9d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j71:
-    mov dword ptr [r15 + 1152], eax
-    or ebp, eax
-    add qword ptr [r14 + 704], rbp
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 192]
-    movzx eax, bpl
+.Lc1_j70:
+    mov qword ptr [r15 + 64], rcx
+    or r8d, ecx
+    or r8d, r8d
+    add qword ptr [r15 + 128], r8
+    xor dword ptr [r15 + 704], r9d
+    movzx ecx, r9b
     inc rbx
     dec r13
-.Lc1_j72:
+.Lc1_j71:
     jz .Lc1_b1_done
 .Lc1_b1_c11:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d653_s]
+    lea rcx, [rip + .Lc1_d646_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d653_s_t
-.Lc1_d653_j:
+    call .Lc1_d646_s_t
+.Lc1_d646_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d653_s:
+.Lc1_d646_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 384]
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 1408], 60
+    mov ecx, eax
+    movsxd rcx, dword ptr [r15 + 448]
     cmp rcx, rcx
     shr eax, 29
-    mov eax, dword ptr [r15 + 192]
-    .byte 0x0f, 0x1f, 0x00
+    mov eax, dword ptr [r15 + 320]
     test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j72:
+    mov r8, r10
+    .byte 0x0f, 0x1f, 0x00
+    and r8, 960
+    mov r9d, dword ptr [r15 + r8 + 2496]
+    mov r8d, r9d
+    or r8d, r8d
+    mov r8d, dword ptr [r15 + 512]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j73:
-    mov r8d, dword ptr [r15 + 1088]
-    mov ebp, r8d
-    or ebp, ebp
-    mov ebp, dword ptr [r14 + 320]
-    neg rbp
-    mov rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j74:
-    add rax, r8
+    neg rax
+    mov rax, rax
+    add rax, rax
     shr eax, 28
-    mov r8, qword ptr [r15 + 256]
-    mov rax, r8
-    inc eax
-    mov rax, qword ptr [r14 + 384]
+    mov rax, qword ptr [r15 + 448]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j74:
+    mov rax, rax
+    inc eax
+    mov rax, qword ptr [r14 + 192]
+    movzx r8d, al
+    xor r8d, eax
+    test ebx, 417792
+    jnz 1f
+1:
 .Lc1_j75:
-    movzx ecx, r8b
-    xor ecx, r8d
-    movzx ecx, byte ptr [r15 + 192]
-    cmp rcx, rcx
-    vpaddd ymm2, ymm8, ymmword ptr [r15 + 1024]
-    mov byte ptr [r14 + 256], cl
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    movzx eax, byte ptr [r15 + 128]
+    cmp rax, rax
+    imul r8, qword ptr [r15 + 512]
+    shr r8d, 7
+    movsxd r9, dword ptr [r14 + 576]
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j76:
-    movsxd rcx, dword ptr [r14 + 512]
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 960
-    xor dword ptr [r15 + rbp + 1472], ebp
-    mov eax, dword ptr [r15 + 64]
-    and rax, rax
-    mov ebp, eax
+    movzx r8d, byte ptr [r14 + 384]
+    xor dword ptr [r14 + 256], r8d
+    mov r8d, dword ptr [r15 + 64]
+    and rax, r8
+    mov eax, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -3680,62 +3809,66 @@ ditto_body_c1:
 .Lc1_j77:
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d707_s]
+    lea rcx, [rip + .Lc1_d699_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d707_s_t
-.Lc1_d707_j:
+    call .Lc1_d699_s_t
+.Lc1_d699_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d707_s:
+.Lc1_d699_s:
     ret
     .popsection
-    shr ebp, 26
-    lock or dword ptr [r15 + 512], 71
+    movzx ecx, cl
+    add r8, rcx
+    cmp r8, r8
     cmp rcx, rcx
-    mov ebp, 164
-    mov ebp, 251
-    mov ecx, 24
+    mov r8d, 73
+    neg rax
+    movsxd r8, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j78:
-    and rax, rcx
-    movzx eax, al
-    cmp rax, rax
-    mov rcx, qword ptr [r14 + 256]
-    mov byte ptr [r15 + 640], cl
+    mov qword ptr [r15 + 320], rax
+    movzx r9d, al
+    mov byte ptr [r15 + 768], r9b
+    mov eax, 253
+    mov rax, qword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r14 + 64], 152
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j79:
-    mov rcx, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r14 + 576]
-    vpaddd ymm6, ymm11, ymmword ptr [r15 + 128]
-    mov r9d, dword ptr [r14 + 256]
-    mov eax, r9d
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov r8d, eax
+    and r8, r8
+    movsxd rax, dword ptr [r14 + 576]
+    movzx r8d, al
+    mov r8, qword ptr [r15 + 1088]
+    mov r9d, 93
+    test ebx, 221184
+    jz 1f
 1:
 .Lc1_j80:
-    movsxd r9, dword ptr [r14 + 192]
-    mov ebp, 210
-    mov qword ptr [r15 + 384], rbp
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 1408], ebp
-    mov rbp, r10
-    cmp dword ptr [r15 + 10780956], 0xfa57d866
-    jae 1f
+    lock or dword ptr [r15 + 448], 53
+    movzx ecx, al
+    shr ecx, 12
+    movzx eax, byte ptr [r15 + 512]
+    mov ecx, dword ptr [r14 + 384]
+    mov r8, rcx
+    neg r8
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j81:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r14 + rbp + 15808]
-    neg rcx
-    movzx eax, cl
-    or eax, eax
-    mov dword ptr [r15 + 768], 160
+    mov r9, r10
+    mov r8d, 255
+    movzx esi, byte ptr [r15 + 384]
+    or esi, esi
+    and r9, 4032
+    movsxd rax, dword ptr [r14 + r9 + 3520]
+    mov dword ptr [r15 + 1152], eax
+    vpaddd ymm2, ymm15, ymmword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3746,209 +3879,198 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d756_s]
+    lea rcx, [rip + .Lc1_d755_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d756_s_t
-.Lc1_d756_j:
+    call .Lc1_d755_s_t
+.Lc1_d755_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d756_s:
+.Lc1_d755_s:
     ret
     .popsection
-    vmovdqu ymm6, ymmword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r14 + 1152]
-    mov r9d, edi
-    or r9d, r9d
-    or eax, r9d
-    movzx edi, byte ptr [r15 + 384]
-    test ebx, 2147483648
+    mov ecx, 81
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edi, dword ptr [r14 + 256]
+    or eax, edi
+    movsxd rax, dword ptr [r15 + 832]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j83:
-    mov eax, dword ptr [r15 + 320]
-    neg rax
-    mov qword ptr [r15 + 64], rax
-    mov ebp, 99
-    mov rax, qword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 320]
-    test ebx, 2147483648
+    xor edi, ecx
+    mov dword ptr [r15 + 384], edi
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 128], 230
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j84:
-    movzx ecx, byte ptr [r14 + 448]
-    movsxd rdi, dword ptr [r15 + 256]
-    neg rdi
-    or edi, edi
-    mov dword ptr [r15 + 640], edi
-    cmp rcx, r9
+    mov rax, qword ptr [r15 + 128]
+    mov r9d, 197
+    mov dword ptr [r15 + 512], r9d
+    or edi, ecx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
 .Lc1_j85:
-    cmp rcx, rcx
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r14 + 832], 104
-    mov byte ptr [r14 + 64], dil
-    mov dword ptr [r15 + 384], r9d
-    mov rdi, rdi
-    test ebx, 1073741824
+    mov dword ptr [r14 + 256], 48
+    mov qword ptr [r15 + 640], rax
+    mov ebp, 184
+    cmp rbp, rbp
+    movzx eax, byte ptr [r15 + 64]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j86:
-    mov edi, 167
-    mov edi, 61
-    mov rdx, qword ptr [r15 + 192]
-    inc edx
-    mov rbp, qword ptr [r15 + 256]
-    xor ebp, edi
+    mov rbp, r10
+    movzx edi, byte ptr [r14 + 192]
+    mov dword ptr [r14 + 320], 240
+    and rbp, 960
+    movzx r9d, byte ptr [r15 + rbp + 1472]
+    mov rbp, qword ptr [r15 + 1024]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j87:
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    lea rcx, [rip + .Lc1_d803_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d801_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d803_s_t
-.Lc1_d803_j:
+    call .Lc1_d801_s_t
+.Lc1_d801_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d803_s:
+.Lc1_d801_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 64]
-    add rcx, 1
-    shl rbp, 28
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 1216]
-    mov r9, qword ptr [r14 + 256]
-    and rbp, 960
-    mov rsi, qword ptr [r15 + rbp + 1472]
+    mov r9, r10
+    mov rcx, r9
+    and r9, 960
+    mov qword ptr [r14 + r9 + 1472], r9
+    mov qword ptr [r15 + 448], rcx
+    movzx r9d, cl
+    mov r9d, 11
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j88:
-    mov qword ptr [r15 + 128], r9
-    sub rcx, rbp
-    and rcx, rcx
-    mov edx, dword ptr [r15 + 960]
-    mov r9d, 196
-    test ebx, 2147483648
+    vpaddd ymm6, ymm2, ymmword ptr [r15 + 256]
+    add rcx, rcx
+    shl rcx, 28
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, r9d
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j89:
-    mov dword ptr [r15 + 192], ecx
-    mov esi, ecx
-    test esi, esi
-    xor ebp, r9d
-    add rbp, rbp
-    test ebx, 319488
-    jnz 1f
+    mov r9, qword ptr [r15 + 64]
+    movzx edx, r9b
+    add rdx, 114
+    add rdx, rdx
+    test edx, edx
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
 .Lc1_j90:
-    mov r9d, esi
-    vpaddd ymm8, ymm6, ymmword ptr [r15 + 384]
-    shl rdx, 2
-    movzx esi, dl
-    neg rsi
-    xor esi, ebp
-    test ebx, 2147483648
+    mov edx, r9d
+    xor dword ptr [r14 + 704], edx
+    mov r9, r10
+    movsxd rdx, dword ptr [r14 + 896]
+    and r9, 8128
+    xor dword ptr [r15 + r9 + 15808], r9d
+    xor ecx, edx
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j91:
-    movzx ebp, byte ptr [r14 + 448]
-    mov esi, dword ptr [r15 + 640]
-    add rsi, rsi
-    mov r9, r10
-    movsxd rcx, dword ptr [r14 + 896]
-    and r9, 4032
-    xor dword ptr [r14 + r9 + 3520], r9d
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j92:
-    imul rdx, qword ptr [r15 + 1088]
-    mov r9, rdx
-    movzx edx, r9b
-    mov rdx, rdx
-    mov r9d, 3
+    mov ecx, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 960]
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 1088]
+    and r8, 2097088
+    xchg qword ptr [r15 + r8 + 286336], r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j93:
+.Lc1_j92:
     jz .Lc1_b1_done
 .Lc1_b1_c15:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d862_s]
+    lea rcx, [rip + .Lc1_d852_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d862_s_t
-.Lc1_d862_j:
+    call .Lc1_d852_s_t
+.Lc1_d852_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d862_s:
+.Lc1_d852_s:
     ret
     .popsection
-    or qword ptr [r15 + 768], 32
-    movzx r9d, al
-    lock or dword ptr [r15 + 512], 76
-    mov byte ptr [r14 + 320], cl
+    or qword ptr [r14 + 384], 32
+    movzx ecx, al
+    lock or dword ptr [r15 + 64], 76
+    movzx eax, byte ptr [r15 + 256]
     lock xadd qword ptr [r15 + 128], rax
-    mov ecx, eax
+    mov r9d, eax
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-.Lc1_j94:
-    lea rax, [r9 + r9*2 + 125]
+.Lc1_j93:
+    lea rax, [rcx + rcx*2 + 125]
     test eax, eax
-    mov r9, rcx
-    mov r9, qword ptr [r15 + 64]
-    neg r9
-    mov ecx, r9d
+    mov rcx, r9
+    mov rcx, qword ptr [r14 + 640]
+    neg rcx
+    mov r9d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j94:
+    lea rcx, [rax + rax*2 + 118]
+    shr eax, 9
+    mov rax, rax
+    inc eax
+    mov eax, dword ptr [r15 + 448]
+    test eax, eax
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j95:
-    lea r9, [rcx + r9*2 + 118]
-    shr r9d, 9
-    mov rcx, r9
-    inc ecx
-    mov ecx, dword ptr [r15 + 192]
-    test ecx, ecx
+    mov byte ptr [r15 + 1216], cl
+    sub r9, rax
+    mov ecx, 224
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 192]
+    movsxd rax, dword ptr [r14 + 192]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j96:
-    mov byte ptr [r15 + 448], r9b
-    sub r9, rcx
-    mov r9d, 224
+    mov edi, dword ptr [r14 + 768]
+    or edi, edi
+    neg r9
     movzx r9d, r9b
-    mov r9, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r14 + 192]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j97:
-    mov eax, dword ptr [r14 + 576]
-    or eax, eax
-    neg rax
-    movzx r8d, al
-    or r8d, r8d
-    mov rax, qword ptr [r15 + 704]
+    or r9d, r9d
+    mov r9, qword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j98:
-    inc r9d
-    mov r9d, r9d
-    mov byte ptr [r15 + 256], r9b
-    shr ecx, 10
-    movsxd r9, dword ptr [r14 + 256]
+.Lc1_j97:
+    inc ecx
+    mov ecx, ecx
+    mov byte ptr [r14 + 1024], cl
+    shr edi, 10
+    movsxd rax, dword ptr [r15 + 512]
     inc rbx
     dec r13
-.Lc1_j99:
+.Lc1_j98:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
@@ -3959,60 +4081,61 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b3_c0
     .p2align 11
 .Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d969_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d962_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d969_s_t
-.Lc1_d969_j:
+    call .Lc1_d962_s_t
+.Lc1_d962_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d969_s:
+.Lc1_d962_s:
     ret
     .popsection
-    imul rcx, qword ptr [r14 + 832]
+    mov rcx, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 576]
     movzx ebp, cl
-    mov rbp, qword ptr [r14 + 1024]
-    mov r8, r10
-    mov qword ptr [r15 + 512], rcx
-    movzx edi, byte ptr [r15 + 384]
-    and r8, 960
-    movsxd rcx, dword ptr [r15 + r8 + 1472]
-    movsxd rsi, dword ptr [r15 + 576]
-    imul rsi, qword ptr [r15 + 256]
+    mov rbp, r10
+    mov eax, 211
+    movzx eax, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j117:
+    and rbp, 8388544
+    movzx r8d, byte ptr [r15 + rbp + 2383488]
+    mov edx, dword ptr [r15 + 256]
+    mov rbp, r10
+    mov ecx, eax
+    and rbp, 960
+    lock add qword ptr [r15 + rbp + 2496], r8
+    mov rax, qword ptr [r14 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j118:
-    xor ebp, ecx
-    mov rsi, qword ptr [r14 + 64]
-    mov ecx, ecx
-    shr ecx, 30
-    mov rbp, rbp
-    mov dword ptr [r15 + 64], ecx
-    mov r8, r10
-    mov rbp, qword ptr [r15 + 1408]
+    mov dword ptr [r15 + 320], ecx
+    imul rdx, qword ptr [r14 + 960]
+    mov qword ptr [r15 + 128], rbp
+    vpaddd ymm4, ymm2, ymmword ptr [r14 + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j119:
-    and r8, 4032
-    lock add qword ptr [r15 + r8 + 3520], rcx
-    mov esi, 125
-    vpaddd ymm11, ymm6, ymmword ptr [r14 + 320]
-    shl rcx, 1
-    imul rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r8d
-    mov qword ptr [r15 + 192], r8
-    test ebx, 2147483648
-    jnz 1f
+    mov rbp, rdx
+    mov qword ptr [r14 + 128], rdx
+    mov eax, 125
+    mov rdx, qword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
 .Lc1_j120:
-    mov byte ptr [r15 + 320], cl
-    mov r8, rcx
-    mov rsi, qword ptr [r15 + 640]
-    mov ecx, 52
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r14 + 384]
-    mov eax, dword ptr [r15 + 128]
+    imul rdx, qword ptr [r15 + 768]
+    imul rdx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], al
+    shl rbp, 29
     add r11, 64
     add r10, r11
     inc rbx
@@ -4023,58 +4146,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1021_s]
+    lea rcx, [rip + .Lc1_d1010_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1021_s_t
-.Lc1_d1021_j:
+    call .Lc1_d1010_s_t
+.Lc1_d1010_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1021_s:
+.Lc1_d1010_s:
     ret
     .popsection
-    mov rbp, rax
-    mov dword ptr [r15 + 512], 190
-    imul rax, qword ptr [r15 + 1152]
-    mov r8d, ecx
-    mov r8, rcx
+    mov rcx, rax
+    mov dword ptr [r15 + 1024], 190
+    imul rbp, qword ptr [r14 + 1152]
+    mov eax, ecx
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j122:
-    mov ecx, dword ptr [r15 + 960]
-    mov esi, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r14 + 512]
-    mov r8d, dword ptr [r15 + 128]
-    movzx eax, r8b
+    mov eax, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 704]
+    mov rsi, rbp
+    mov esi, dword ptr [r15 + 640]
+    movzx ebp, sil
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
 .Lc1_j123:
-    imul rbp, qword ptr [r14 + 448]
-    mov qword ptr [r14 + 448], rcx
-    mov rcx, qword ptr [r14 + 64]
-    lock or dword ptr [r15 + 512], 118
-    movzx esi, byte ptr [r15 + 896]
-    test ebx, 2147483648
+    xor dword ptr [r15 + 128], eax
+    mov qword ptr [r14 + 192], rsi
+    mov rax, qword ptr [r15 + 832]
+    lock or dword ptr [r15 + 384], 59
+    movzx esi, byte ptr [r14 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j124:
-    mov r8, r10
-    add rax, r8
-    mov rax, qword ptr [r15 + 1216]
-    and r8, 960
-    or qword ptr [r15 + r8 + 1472], 62
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, rcx
+    mov qword ptr [r14 + 448], rax
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 384]
+    lea rax, [rdx + rdx*2 + 61]
+    and rbp, 2097088
+    movzx edx, byte ptr [r15 + rbp + 286336]
+    mov rcx, rdx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
 .Lc1_j125:
     nop
-    mov ecx, 253
-    mov esi, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r14 + 64]
-    mov rax, r8
+    mov edx, 112
+    mov esi, dword ptr [r15 + 512]
+    mov rax, qword ptr [r14 + 320]
+    mov r8, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -4085,61 +4208,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1069_s]
+    lea rcx, [rip + .Lc1_d1058_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1069_s_t
-.Lc1_d1069_j:
+    call .Lc1_d1058_s_t
+.Lc1_d1058_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1069_s:
+.Lc1_d1058_s:
     ret
     .popsection
-    movzx ecx, al
-    vpaddd ymm2, ymm11, ymmword ptr [r15 + 384]
-    movzx eax, cl
-    movzx eax, byte ptr [r15 + 1024]
-    mov ecx, eax
-    mov ecx, 226
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc1_d1063_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1063_s_t
+.Lc1_d1063_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1063_s:
+    ret
+    .popsection
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 896]
+    xor dword ptr [r14 + 448], ecx
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j127:
-    mov dword ptr [r15 + 256], eax
-    movsxd r8, dword ptr [r14 + 704]
-    mov eax, 32
-    neg rax
-    mov eax, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r14 + 256]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-.Lc1_j128:
-    mov qword ptr [r14 + 1280], r8
-    xor dword ptr [r15 + 448], r8d
-    mov r8, rdi
-    mov r8, r8
-    neg r8
-    lock xadd qword ptr [r15 + 192], r8
+    mov r8, r10
+    mov r9, r10
+    mov eax, esi
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3520]
+    and r9, 960
+    mov qword ptr [r14 + r9 + 1472], r9
+    mov r8d, dword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j128:
+    imul rcx, qword ptr [r15 + 192]
+    mov eax, 228
+    lock xadd qword ptr [r15 + 1088], rax
+    mov esi, r9d
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
 .Lc1_j129:
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 1344], r8
-    mov qword ptr [r15 + 192], r8
-    mov ecx, r8d
-    imul rcx, qword ptr [r14 + 320]
-    mov r8, r8
+    neg r8
+    vpaddd ymm6, ymm4, ymmword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 256]
+    mov rcx, rsi
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j130:
-    mov rcx, qword ptr [r15 + 768]
-    mov r8, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 832]
-    shl rax, 9
-    mov edx, r8d
-    mov edx, eax
+    mov rsi, qword ptr [r14 + 512]
+    mov eax, dword ptr [r14 + 128]
+    shl rax, 12
+    mov rdi, r8
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j131:
@@ -4148,249 +4276,252 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1118_s]
+    lea rcx, [rip + .Lc1_d1108_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1118_s_t
-.Lc1_d1118_j:
+    call .Lc1_d1108_s_t
+.Lc1_d1108_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1118_s:
+.Lc1_d1108_s:
     ret
     .popsection
-    lea rdx, [rax + rax*2 + 120]
-    neg rdx
-    mov rax, rcx
-    movzx eax, al
-    movzx edx, byte ptr [r14 + 1088]
-    test ebx, 1073741824
+    mov rbp, r10
+    mov ecx, 11
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1472]
+    movsxd r8, dword ptr [r15 + 448]
+    add r8, r8
+    mov rbp, qword ptr [r15 + 256]
+    vpaddd ymm15, ymm6, ymmword ptr [r14 + 448]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j132:
-    inc dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 89
-    movsxd r8, dword ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 384]
-    mov ecx, eax
+    neg rcx
+    mov rcx, qword ptr [r14 + 192]
+    xor dword ptr [r15 + 192], ebp
+    mov rsi, rbp
+    mov dword ptr [r15 + 768], 41
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
 .Lc1_j133:
-    xor dword ptr [r15 + 768], ecx
-    movzx eax, cl
-    and rax, r9
-    mov ecx, 120
-    mov r9, r10
+    mov ebp, ecx
+    mov ebp, 114
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx r8d, sil
+    mov byte ptr [r15 + 576], sil
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j134:
-    add r8, r9
-    mov r8d, r8d
-    and r9, 2097088
-    movsxd r8, dword ptr [r14 + r9 + 286336]
-    mov eax, 93
-    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 512], 75
+    movzx esi, bpl
+    mov byte ptr [r14 + 960], sil
+    mov ebp, ecx
+    mov ebp, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j135:
-    add rcx, 21
-    add rcx, 110
-    mov rcx, qword ptr [r15 + 704]
-    vpaddd ymm8, ymm2, ymmword ptr [r14 + 896]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j136:
-    mov ecx, ecx
-    movzx eax, byte ptr [r14 + 256]
-    movzx ecx, byte ptr [r14 + 320]
+    movzx ecx, byte ptr [r15 + 1216]
+    mov r8d, ecx
+    movzx r8d, byte ptr [r14 + 256]
+    and r8, rcx
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j137:
+.Lc1_j136:
     jz .Lc1_b3_done
 .Lc1_b3_c4:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1171_s]
+    lea rcx, [rip + .Lc1_d1157_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1171_s_t
-.Lc1_d1171_j:
+    call .Lc1_d1157_s_t
+.Lc1_d1157_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1171_s:
+.Lc1_d1157_s:
     ret
     .popsection
     movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, 87
-    movzx r8d, byte ptr [r15 + 1152]
+    mov ebp, 87
+    movzx ebp, byte ptr [r14 + 1024]
     mov eax, 27
-    movsxd rax, dword ptr [r15 + 960]
-    movzx r9d, r8b
+    movsxd rax, dword ptr [r15 + 704]
+    movzx edi, cl
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j137:
+    mov ecx, dword ptr [r15 + 512]
+    mov qword ptr [r14 + 768], rax
+    mov r8d, 188
+    mov r8, qword ptr [r15 + 128]
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc1_j138:
-    mov r8d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], rax
-    mov ecx, 188
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 128]
+    inc ebp
+    movzx ebp, r8b
+    mov dword ptr [r14 + 64], ebp
+    mov edi, 186
+    mov r8, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j139:
-    inc r9d
-    movzx r9d, cl
-    mov dword ptr [r15 + 704], r9d
-    mov ecx, 186
-    mov rcx, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r14 + 448]
-    test ebx, 1073741824
+    vpaddd ymm2, ymm6, ymmword ptr [r14 + 1280]
+    movzx eax, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 1152], r8b
+    test edi, r8d
+    mov edi, 208
+    mov edi, 29
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j140:
-    vpaddd ymm6, ymm3, ymmword ptr [r14 + 64]
-    movzx ebp, byte ptr [r15 + 256]
-    mov byte ptr [r14 + 128], r9b
-    test ebp, ebp
-    mov r9d, 208
-    mov r9d, 29
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j141:
-    mov ecx, dword ptr [r15 + 256]
-    mov r8d, 159
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r14 + 192]
-    xor r8d, ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, 159
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 256]
+    xor ebp, ecx
     inc rbx
     dec r13
-.Lc1_j142:
+.Lc1_j141:
     jz .Lc1_b3_done
 .Lc1_b3_c5:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1219_s]
+    lea rcx, [rip + .Lc1_d1205_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1219_s_t
-.Lc1_d1219_j:
+    call .Lc1_d1205_s_t
+.Lc1_d1205_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1219_s:
+.Lc1_d1205_s:
     ret
     .popsection
-    mov rcx, rax
-    mov dword ptr [r15 + 192], 189
-    mov rax, r8
-    mov qword ptr [r15 + 256], rcx
-    mov dword ptr [r15 + 512], ecx
-    mov r8, qword ptr [r14 + 256]
+    mov rcx, rcx
+    mov dword ptr [r15 + 256], 189
+    mov rcx, rcx
+    mov qword ptr [r15 + 128], rcx
+    mov eax, dword ptr [r14 + 128]
+    mov rcx, qword ptr [r15 + 256]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-.Lc1_j143:
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 192]
+.Lc1_j142:
+    movzx edi, cl
+    mov rdi, rax
+    mov dword ptr [r14 + 256], edi
+    movzx ecx, al
     or ecx, ecx
-    movzx eax, byte ptr [r15 + 768]
-    xor dword ptr [r15 + 640], r8d
-    or qword ptr [r15 + 192], 38
-    test ebx, 2147483648
+    or qword ptr [r14 + 192], 51
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j143:
+    and rbp, 262080
+    movsxd rsi, dword ptr [r15 + rbp + 24192]
+    mov edi, 174
+    mov ebp, ecx
+    mov ebp, ebp
+    mov rcx, rsi
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j144:
-    movsxd r8, dword ptr [r15 + 448]
-    mov esi, 202
-    mov esi, esi
-    mov esi, r8d
-    mov rsi, rsi
-    movzx eax, byte ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov edx, edi
+    mov edx, dword ptr [r15 + 192]
+    cmp rdx, rdx
+    mov edi, dword ptr [r15 + 320]
+    mov rbp, rcx
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j145:
+    sub rcx, rdi
+    mov ecx, 6
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edi, 172
+    mov qword ptr [r15 + 64], rdi
     movsxd rsi, dword ptr [r14 + 192]
-    mov ecx, dword ptr [r15 + 256]
-    mov edx, dword ptr [r14 + 576]
-    cmp rax, rax
-    mov r8d, dword ptr [r14 + 384]
-    mov rax, r8
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j146:
+    jz .Lc1_b3_done
+.Lc1_b3_c6:
+    lea rcx, [rip + .Lc1_d1255_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1255_s_t
+.Lc1_d1255_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1255_s:
+    ret
+    .popsection
+    mov rbp, r10
+    movzx ecx, bpl
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3520]
+    mov edx, esi
+    movzx ebp, byte ptr [r15 + 256]
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r14 + 896]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j146:
-    sub r8, rax
-    mov r8d, 208
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, 6
-    add rax, r8
-    mov dword ptr [r14 + 1088], 172
-    inc rbx
-    dec r13
 .Lc1_j147:
-    jz .Lc1_b3_done
-.Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d1265_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1265_s_t
-.Lc1_d1265_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1265_s:
-    ret
-    .popsection
-    mov ecx, dword ptr [r15 + 320]
-    mov eax, ecx
-    neg rax
-    mov dword ptr [r14 + 1024], r8d
-    mov ecx, dword ptr [r15 + 128]
-    mov r8d, 101
-    movsxd r8, dword ptr [r15 + 640]
-    mov rbp, r10
-    test ebx, 2147483648
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1472], esi
+    add rcx, rdi
+    add rcx, 11
+    movzx ecx, byte ptr [r15 + 704]
+    neg rcx
+    movsxd rdi, dword ptr [r15 + 640]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j148:
-    add r8, 93
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3520]
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 224
-    mov qword ptr [r15 + 832], r8
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r14 + r9 + 1536]
+    mov dword ptr [r14 + 832], ebp
+    movzx r9d, byte ptr [r15 + 320]
+    mov ebp, 67
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j149:
-    mov r8d, ecx
-    movzx r8d, r8b
-    mov r8, r10
-    test r8d, r8d
-    and r8, 262080
-    movzx eax, byte ptr [r15 + r8 + 24192]
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 1152]
-    neg r8
-    test ebx, 1073741824
+    movsxd rdx, dword ptr [r15 + 128]
+    mov edi, ebp
+    inc dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 384]
+    neg rbp
+    test edx, edx
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j150:
-    and rbp, 2097088
-    inc dword ptr [r15 + rbp + 286336]
-    mov rdi, qword ptr [r15 + 256]
-    add qword ptr [r15 + 64], rax
-    mov rbp, r8
-    movzx ebp, byte ptr [r14 + 192]
-    mov dword ptr [r14 + 384], 214
+    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r14 + 64], rbp
+    mov rdi, qword ptr [r15 + 384]
+    xor edi, ebp
+    mov r9, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -4401,75 +4532,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1315_s]
+    lea rcx, [rip + .Lc1_d1308_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1315_s_t
-.Lc1_d1315_j:
+    call .Lc1_d1308_s_t
+.Lc1_d1308_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1315_s:
+.Lc1_d1308_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1320_s]
+    lea rcx, [rip + .Lc1_d1313_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1320_s_t
-.Lc1_d1320_j:
+    call .Lc1_d1313_s_t
+.Lc1_d1313_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1320_s:
+.Lc1_d1313_s:
     ret
     .popsection
-    neg rax
-    movzx ecx, cl
-    mov dword ptr [r14 + 448], 8
-    movsxd rax, dword ptr [r14 + 256]
-    test ebx, 1073741824
+    test ecx, ecx
+    movzx r9d, cl
+    mov dword ptr [r14 + 448], 197
+    movsxd rcx, dword ptr [r14 + 960]
+    movzx r9d, cl
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j152:
-    movzx ebp, cl
-    mov ebp, ebp
-    test ebp, ebp
-    inc dword ptr [r14 + 320]
+    mov dword ptr [r15 + 576], r9d
+    neg r9
+    mov r9d, 18
+    add r9, rcx
+    mov r9d, 190
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j153:
-    mov ebp, 179
-    mov dword ptr [r14 + 576], eax
-    movzx eax, cl
-    and rax, rbp
+    mov rcx, qword ptr [r15 + 192]
+    movzx esi, cl
+    movsxd rsi, dword ptr [r14 + 256]
+    mov qword ptr [r14 + 192], r9
+    movzx r8d, byte ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j154:
-    and rax, rbp
-    mov eax, 207
-    movzx eax, bpl
-    lea rbp, [r10 + r10*1]
-    add rax, rbp
+    movzx r9d, cl
+    and r9, r9
+    xor dword ptr [r15 + 512], esi
+    mov ecx, ecx
+    mov qword ptr [r15 + 704], rcx
     cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
 .Lc1_j155:
-    and rbp, 8388544
-    movzx eax, byte ptr [r15 + rbp + 2383552]
-    movsxd rsi, dword ptr [r14 + 320]
-    mov qword ptr [r15 + 896], rsi
-    mov r9, rbp
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-.Lc1_j156:
-    mov rsi, rax
-    lock add qword ptr [r15 + rbp + 2383488], rax
-    mov rbp, qword ptr [r15 + 384]
-    cmp rax, rax
+    inc dword ptr [r15 + 640]
+    mov r8, r10
+    mov rsi, rcx
+    and r8, 2097088
+    lock add qword ptr [r15 + r8 + 286336], r8
+    mov rcx, rcx
+    mov r8d, 254
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j157:
+.Lc1_j156:
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
@@ -4483,253 +4611,259 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1527_s]
+    lea rcx, [rip + .Lc1_d1520_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1527_s_t
-.Lc1_d1527_j:
+    call .Lc1_d1520_s_t
+.Lc1_d1520_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1527_s:
+.Lc1_d1520_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r14 + 1280]
-    nop
-    mov rdi, rax
-    lock or dword ptr [r15 + 1344], 45
-    mov eax, dword ptr [r14 + 640]
+    mov qword ptr [r15 + 192], rax
+    mov ecx, 165
+    mov dword ptr [r14 + 128], 88
+    mov eax, dword ptr [r15 + 320]
+    lock or dword ptr [r15 + 896], 100
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
+.Lc1_j185:
+    mov ebp, dword ptr [r15 + 960]
+    mov r8, rax
+    mov r8d, eax
+    nop
+    mov eax, 26
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j186:
+    mov ecx, 218
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rbp
+    movzx ebp, bpl
+    mov byte ptr [r15 + 256], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc1_j187:
-    mov edx, 174
-    mov r8, r10
-    mov byte ptr [r15 + 64], dil
-    mov rbp, r10
-    and r8, 960
-    mov dword ptr [r15 + r8 + 2496], 85
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3520]
+    mov rbp, r8
+    lock xadd qword ptr [r15 + 640], rbp
+    movsxd r8, dword ptr [r14 + 320]
+    nop
+    movzx eax, byte ptr [r14 + 1280]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j188:
     inc dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 320]
-    mov eax, ebp
-    lock xadd qword ptr [r15 + 576], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j189:
-    movsxd rbp, dword ptr [r14 + 192]
-    movzx eax, dl
-    mov qword ptr [r15 + 128], r8
-    mov edx, 31
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j190:
-    mov r8, r10
-    mov edi, 164
-    mov rdi, qword ptr [r15 + 640]
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7616]
-    mov qword ptr [r15 + 256], rdx
+    movsxd rcx, dword ptr [r14 + 192]
+    mov rdx, qword ptr [r14 + 512]
+    mov rbp, r10
+    mov qword ptr [r15 + 64], rax
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3520]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j191:
+.Lc1_j189:
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d1572_s]
+    lea rcx, [rip + .Lc1_d1565_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1572_s_t
-.Lc1_d1572_j:
+    call .Lc1_d1565_s_t
+.Lc1_d1565_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1572_s:
+.Lc1_d1565_s:
     ret
     .popsection
-    mov byte ptr [r14 + 448], r8b
-    mov edi, 221
-    movsxd r8, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 64], cl
-    imul rax, qword ptr [r15 + 320]
-    imul rax, qword ptr [r15 + 896]
-    mov rbp, r10
+    lea rcx, [rip + .Lc1_d1570_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1570_s_t
+.Lc1_d1570_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1570_s:
+    ret
+    .popsection
+    movzx ecx, al
+    mov byte ptr [r14 + 448], cl
+    add qword ptr [r14 + 256], rcx
+    mov eax, 67
+    mov byte ptr [r15 + 128], al
+    mov ecx, dword ptr [r15 + 1344]
+    test ebx, 5056
+    jz 1f
+1:
+.Lc1_j190:
+    mov rax, qword ptr [r14 + 448]
+    mov edx, dword ptr [r15 + 192]
+    lock or dword ptr [r15 + 768], 87
+    mov ebp, 232
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j191:
+    and r9, 960
+    mov qword ptr [r15 + r9 + 2496], rbp
+    movsxd rdx, dword ptr [r15 + 576]
+    or qword ptr [r15 + 1152], 2
+    mov r9, rbp
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j192:
-    mov eax, dword ptr [r14 + 128]
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 2496]
-    mov qword ptr [r14 + 192], rdi
-    lock or dword ptr [r15 + 704], 87
-    movzx ebp, al
-    movsxd rbp, dword ptr [r15 + 832]
+    mov ebp, ebp
+    mov byte ptr [r15 + 256], bpl
+    mov rsi, qword ptr [r14 + 320]
+    mov ebp, dword ptr [r15 + 384]
+    movzx edx, r9b
+    movsxd rdx, dword ptr [r15 + 64]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j193:
-    mov rax, rdi
-    mov eax, eax
-    mov rdi, qword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 320]
-    imul rax, qword ptr [r15 + 256]
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j194:
-    mov ebp, edi
-    mov byte ptr [r15 + 192], bpl
-    mov edi, 114
-    add qword ptr [r14 + 192], rdi
-    movzx ebp, dil
-    mov rbp, rdi
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j195:
-    mov rcx, qword ptr [r14 + 384]
-    mov dword ptr [r15 + 256], ecx
-    movzx eax, byte ptr [r14 + 768]
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 256]
+    mov r9d, edx
+    mov dword ptr [r15 + 192], r9d
+    movzx edx, byte ptr [r14 + 320]
+    imul rdx, qword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j196:
+.Lc1_j194:
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1624_s]
+    lea rcx, [rip + .Lc1_d1618_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1624_s_t
-.Lc1_d1624_j:
+    call .Lc1_d1618_s_t
+.Lc1_d1618_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1624_s:
+.Lc1_d1618_s:
     ret
     .popsection
-    mov ecx, 132
-    mov dword ptr [r15 + 320], eax
-    movzx ecx, sil
-    mov eax, dword ptr [r14 + 640]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 128]
-    cmp dword ptr [r15 + 10780955], 0xfa57d866
-    jae 1f
-1:
-.Lc1_j197:
-    mov rbp, qword ptr [r15 + 64]
-    mov edx, eax
-    vmovdqu ymm6, ymmword ptr [r14 + 192]
-    movzx eax, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 512], dl
-    mov ecx, 71
-    test ebx, 1073741824
+    mov rcx, r9
+    mov ecx, dword ptr [r14 + 128]
+    movsxd r9, dword ptr [r15 + 64]
+    xor dword ptr [r15 + 384], r9d
+    imul rdx, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r14 + 576]
+    mov esi, 76
+    test ebx, 3056
     jnz 1f
 1:
-.Lc1_j198:
-    mov edx, dword ptr [r15 + 64]
-    movzx ebp, al
-    movzx ebp, bpl
-    mov ebp, 79
-    mov rbp, rax
+.Lc1_j195:
+    mov dword ptr [r15 + 192], 75
+    mov dword ptr [r15 + 256], edx
+    cmp r9, rdx
+    movzx ecx, sil
+    mov edx, 83
+    mov edx, 200
     test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j196:
+    mov qword ptr [r15 + 192], rdx
+    mov edx, 187
+    movzx edx, dl
+    mov edx, edx
+    movsxd rdx, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r14 + 512]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j197:
+    mov ecx, dword ptr [r15 + 1088]
+    mov edi, ecx
+    vmovdqu xmm2, xmmword ptr [r14 + 1408]
+    vmovdqu ymm6, ymmword ptr [r15 + 1024]
+    mov ecx, dword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 256]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j198:
+    mov rsi, rcx
+    mov byte ptr [r15 + 128], sil
+    movzx edi, byte ptr [r15 + 640]
+    mov esi, dword ptr [r14 + 640]
+    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, cl
+    inc rbx
+    dec r13
 .Lc1_j199:
-    mov eax, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 1152]
-    vmovdqu ymm6, ymmword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 960]
-    mov rsi, rbp
-    mov esi, edx
+    jz .Lc1_b6_done
+.Lc1_b6_c3:
+    lea rcx, [rip + .Lc1_d1665_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1665_s_t
+.Lc1_d1665_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1665_s:
+    ret
+    .popsection
+    mov ecx, 40
+    mov rcx, rdi
+    mov dword ptr [r15 + 192], ecx
+    mov edi, r8d
+    inc dword ptr [r14 + 640]
+    mov r8d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j200:
-    mov dword ptr [r15 + 704], 18
-    mov edx, 121
-    mov ecx, dword ptr [r15 + 768]
-    movzx eax, byte ptr [r14 + 448]
-    xor dword ptr [r14 + 64], eax
-    inc rbx
-    dec r13
-.Lc1_j201:
-    jz .Lc1_b6_done
-.Lc1_b6_c3:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1671_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1671_s_t
-.Lc1_d1671_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1671_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d1676_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1676_s_t
-.Lc1_d1676_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1676_s:
-    ret
-    .popsection
-    and rax, rax
-    movzx eax, cl
-    mov rax, qword ptr [r15 + 768]
-    inc dword ptr [r14 + 640]
-    mov rcx, qword ptr [r15 + 128]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-.Lc1_j202:
-    lock or dword ptr [r15 + 384], 116
-    lock xadd qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 704], rcx
-    mov rdx, rax
+    add qword ptr [r14 + 832], rdi
+    mov rbp, r10
+    imul rcx, qword ptr [r15 + 192]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7616]
+    mov qword ptr [r15 + 576], rdi
+    lock or dword ptr [r15 + 320], 48
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j203:
-    vpaddd ymm11, ymm2, ymmword ptr [r14 + 384]
-    mov dword ptr [r14 + 256], ecx
-    mov r8d, 36
-    mov r8d, r8d
-    add qword ptr [r14 + 1088], r8
+.Lc1_j201:
+    movzx edi, byte ptr [r15 + 512]
+    mov r8d, 210
+    movzx r8d, bpl
+    mov r8, qword ptr [r15 + 1152]
+    mov rbp, r8
+    vmovdqu ymm4, ymmword ptr [r15 + 256]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j202:
+    mov r8, r8
+    lock or dword ptr [r15 + 640], 89
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 4
+    rep movsb
+    movzx esi, cl
+    mov byte ptr [r14 + 256], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j204:
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdx, r8
-    mov byte ptr [r14 + 192], cl
-    mov r8d, 221
-    cmp dword ptr [r15 + 10780956], 0xfa57d866
-    jae 1f
-1:
-.Lc1_j205:
-    movzx ecx, r8b
-    inc dword ptr [r15 + 128]
-    lea rdi, [r15 + 10772736]
-    mov ecx, 171
-    rep stosb
-    movzx ecx, byte ptr [r15 + 320]
+.Lc1_j203:
+    imul r8, qword ptr [r15 + 128]
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 384]
+    and rbp, rsi
+    mov rbp, qword ptr [r14 + 256]
+    mov rsi, rbp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j206:
+.Lc1_j204:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
@@ -4740,127 +4874,126 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b5_c0
     .p2align 9
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d1424_s]
+    lea rcx, [rip + .Lc1_d1416_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1424_s_t
-.Lc1_d1424_j:
+    call .Lc1_d1416_s_t
+.Lc1_d1416_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1424_s:
+.Lc1_d1416_s:
     ret
     .popsection
-    mov dword ptr [r14 + 192], ecx
-    mov edx, 251
+    imul rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], ecx
     mov edx, ecx
-    mov byte ptr [r15 + 384], cl
-    movsxd rdi, dword ptr [r14 + 512]
-    vmovdqu ymm8, ymmword ptr [r15 + 832]
+    movsxd rdx, dword ptr [r14 + 512]
+    mov dword ptr [r15 + 256], ecx
+    vmovdqu ymm4, ymmword ptr [r15 + 896]
+    mov ecx, ecx
+    mov ecx, dword ptr [r14 + 192]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j176:
+    mov ecx, 158
+    mov rcx, qword ptr [r14 + 960]
+    movzx edx, byte ptr [r15 + 576]
+    vmovdqu ymm15, ymmword ptr [r15 + 1088]
+    vmovdqu ymm4, ymmword ptr [r15 + 640]
+    mov eax, ecx
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j177:
-    vmovdqu ymm8, ymmword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 256]
-    vmovdqu ymm2, ymmword ptr [r15 + 896]
-    mov byte ptr [r14 + 384], r9b
+    mov ecx, dword ptr [r14 + 704]
+    mov eax, 150
+    vpaddd ymm3, ymm15, ymmword ptr [r15 + 320]
+    add qword ptr [r15 + 256], rdx
+    mov qword ptr [r15 + 128], rdx
+    mov edx, 83
+    mov rdx, qword ptr [r15 + 768]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j178:
-    mov edi, ecx
-    mov dword ptr [r14 + 128], ecx
-    imul rcx, qword ptr [r15 + 256]
-    add qword ptr [r15 + 192], rdx
-    mov edx, dword ptr [r15 + 1216]
-    mov rbp, rdi
-    test ebx, 2147483648
-    jnz 1f
-1:
+    and rbp, 8388544
+    inc dword ptr [r15 + rbp + 2383488]
+    or qword ptr [r15 + 64], 71
+    mov byte ptr [r14 + 384], dl
+    mov rbp, qword ptr [r15 + 704]
+    movzx edx, al
+    inc dword ptr [r15 + 384]
+    mov rax, rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
 .Lc1_j179:
-    mov rdi, qword ptr [r15 + 192]
-    mov r9d, 177
-    mov r9, rbp
-    mov r9d, 83
-    mov qword ptr [r15 + 256], rdi
-    inc dword ptr [r14 + 320]
+    jz .Lc1_b5_done
+.Lc1_b5_c1:
+    lea rcx, [rip + .Lc1_d1463_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1463_s_t
+.Lc1_d1463_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1463_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r15 + 1024]
+    mov ebp, 140
+    mov rbp, r10
+    mov rdx, rcx
+    mov edx, dword ptr [r14 + 320]
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 2097088
+    mov rdi, qword ptr [r15 + rbp + 286336]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j180:
-    or qword ptr [r15 + 64], 71
-    mov edx, ebp
-    mov dword ptr [r15 + 448], 43
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 256]
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 320]
-    inc rbx
-    dec r13
-.Lc1_j181:
-    jz .Lc1_b5_done
-.Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d1470_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1470_s_t
-.Lc1_d1470_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1470_s:
-    ret
-    .popsection
-    lea rbp, [r10 + r10*1]
-    movzx edx, dl
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1536]
-    mov rdi, rcx
-    movsxd rdi, dword ptr [r14 + 64]
-    mov byte ptr [r15 + rbp + 1472], bpl
-    mov dword ptr [r15 + 192], 1
+    mov byte ptr [r14 + 320], dl
+    mov rbp, rax
+    movzx edx, al
+    movsxd rdx, dword ptr [r14 + 64]
+    add qword ptr [r15 + 384], rdi
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j182:
+.Lc1_j181:
+    movzx edi, bpl
+    mov qword ptr [r15 + 1216], rdx
     mov rbp, rdx
-    mov r9, qword ptr [r14 + 512]
-    inc dword ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + 960]
-    mov edi, 160
-    mov edi, edi
+    mov ebp, edx
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 85
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j182:
+    mov dword ptr [r15 + 832], 65
+    movzx edi, bpl
+    inc dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 576]
+    mov r8, r10
+    mov rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j183:
-    movzx edi, bpl
-    mov dword ptr [r15 + 256], 157
-    mov ebp, 149
-    mov ebp, dword ptr [r15 + 1024]
-    mov qword ptr [r14 + 256], rdi
-    mov r9, rdx
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j184:
-    mov edx, dword ptr [r15 + 1088]
-    mov r9d, dword ptr [r15 + 192]
-    movzx ecx, r9b
-    movsxd rcx, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 768]
-    mov rdi, rdx
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j185:
-    mov dword ptr [r14 + 128], ebp
-    mov edx, 10
-    add qword ptr [r15 + 640], rdx
-    mov qword ptr [r14 + 320], rdx
+    and r8, 960
+    mov ebp, dword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + 1088], eax
+    mov r8, qword ptr [r15 + 1152]
+    mov qword ptr [r14 + 256], r8
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j186:
+.Lc1_j184:
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 2: 256 bytes, 1 chunk(s), 2 chunk executions per call
@@ -4878,77 +5011,77 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j100:
+.Lc1_j99:
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j101:
+.Lc1_j100:
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
-.Lc1_j102:
+.Lc1_j101:
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j103:
+.Lc1_j102:
     movsxd rcx, dword ptr [r14 + 192]
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
-.Lc1_j104:
+.Lc1_j103:
     test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j104:
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j105:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j106:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-.Lc1_j107:
+.Lc1_j106:
     cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
-.Lc1_j108:
+.Lc1_j107:
     mov rcx, qword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j109:
+.Lc1_j108:
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
-.Lc1_j110:
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j111:
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j112:
-    mov ecx, 251
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j113:
-    cmp dword ptr [r15 + 10780956], 0xfa57d866
-    jae 1f
-1:
-.Lc1_j114:
+.Lc1_j109:
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j115:
+.Lc1_j110:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j111:
+    mov ecx, 251
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j112:
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
+1:
+.Lc1_j113:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j114:
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
-.Lc1_j116:
+.Lc1_j115:
     inc rbx
     dec r13
-.Lc1_j117:
+.Lc1_j116:
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 7: 256 bytes, 2 chunk(s), 1 chunk executions per call
@@ -4969,68 +5102,70 @@ ditto_body_c1:
     jmp .Lc1_b7_c1
     .p2align 8
 .Lc1_b7_c0:
-    mov eax, eax
-    mov ecx, dword ptr [r14 + 448]
-    movzx eax, cl
-    mov eax, dword ptr [r14 + 512]
-    movzx r8d, byte ptr [r14 + 640]
-    test ebx, 1073741824
+    movzx esi, al
+    mov rsi, rax
+    mov esi, esi
+    mov rsi, qword ptr [r14 + 576]
+    add qword ptr [r14 + 704], rsi
+    mov eax, ecx
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j205:
+    mov ecx, dword ptr [r14 + 512]
+    mov byte ptr [r14 + 128], cl
+    mov dword ptr [r15 + 768], esi
+    mov ecx, 53
+    mov ecx, ecx
+    movzx esi, byte ptr [r14 + 64]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j206:
+    mov ecx, dword ptr [r14 + 128]
+    xor dword ptr [r14 + 640], ecx
+    mov eax, dword ptr [r14 + 320]
+    mov byte ptr [r14 + 448], sil
+    xor dword ptr [r14 + 256], esi
+    inc rbx
+    dec r13
 .Lc1_j207:
-    mov r8, r10
-    add qword ptr [r14 + 256], rax
-    and r8, 2097088
-    xor dword ptr [r14 + r8 + 286336], eax
-    mov ecx, 72
-    mov eax, eax
-    mov r8, rax
+    jz .Lc1_b7_done
+.Lc1_b7_c1:
+    lea rcx, [rip + .Lc1_d1749_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1749_s_t
+.Lc1_d1749_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1749_s:
+    ret
+    .popsection
+    mov ecx, 108
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 192]
+    mov r9, rax
+    movzx r9d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j208:
-    mov byte ptr [r14 + 320], cl
-    mov eax, eax
-    mov rax, qword ptr [r14 + 1088]
-    xor dword ptr [r14 + 192], r8d
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j209:
-    jz .Lc1_b7_done
-.Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1751_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1751_s_t
-.Lc1_d1751_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1751_s:
-    ret
-    .popsection
-    mov ecx, dword ptr [r14 + 128]
-    movsxd rax, dword ptr [r15 + 256]
-    mov r9d, 34
-    mov r9d, 94
-    movzx r9d, r9b
-    mov r9, rcx
-    mov dword ptr [r14 + 192], 88
-    mov byte ptr [r14 + 64], cl
+    mov byte ptr [r14 + 640], r9b
+    mov r9d, 88
+    mov r9, rax
+    mov byte ptr [r15 + 832], r9b
+    movzx eax, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j210:
-    mov rcx, r9
-    mov rcx, rcx
-    mov ecx, eax
-    mov rcx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 1152], cl
-    mov rax, qword ptr [r14 + 704]
-    movzx ecx, byte ptr [r15 + 128]
+.Lc1_j209:
+    mov r9d, r9d
+    mov r9, r9
+    mov r9, qword ptr [r14 + 704]
+    mov dword ptr [r15 + 768], 2
     inc rbx
     dec r13
-.Lc1_j211:
+.Lc1_j210:
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
@@ -5044,91 +5179,91 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1374_s]
+    lea rcx, [rip + .Lc1_d1366_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1374_s_t
-.Lc1_d1374_j:
+    call .Lc1_d1366_s_t
+.Lc1_d1366_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1374_s:
+.Lc1_d1366_s:
     ret
     .popsection
     movsxd rcx, dword ptr [r14 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j158:
+.Lc1_j157:
     cmp dword ptr [r15 + 10780956], 0xfa57d866
     jae 1f
 1:
-.Lc1_j159:
+.Lc1_j158:
     cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+.Lc1_j159:
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
 .Lc1_j160:
-    cmp dword ptr [r15 + 10780955], 0xfa57d866
-    jae 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
 .Lc1_j161:
-    test ebx, 2147483648
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j162:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j163:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-.Lc1_j164:
+.Lc1_j163:
     test ebx, 372
     jz 1f
 1:
-.Lc1_j165:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j166:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-.Lc1_j167:
+.Lc1_j164:
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j168:
+.Lc1_j165:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+.Lc1_j166:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j167:
     cmp dword ptr [r15 + 10780955], 0xfa57d866
     jae 1f
 1:
-.Lc1_j169:
+.Lc1_j168:
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j170:
+.Lc1_j169:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
+1:
+.Lc1_j170:
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j171:
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j172:
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j173:
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j174:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j175:
     inc rbx
     dec r13
-.Lc1_j176:
+.Lc1_j175:
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 8: 128 bytes, 1 chunk(s), 18 chunk executions per call
@@ -5146,39 +5281,39 @@ ditto_body_c1:
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j212:
+.Lc1_j211:
     mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j213:
+.Lc1_j212:
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j214:
+.Lc1_j213:
     jmp 1f
 1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j214:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc1_j215:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j216:
+    shr eax, 31
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j217:
-    shr eax, 31
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j218:
     inc rbx
     dec r13
-.Lc1_j219:
+.Lc1_j218:
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -5202,7 +5337,7 @@ ditto_body_c1:
     ret
     .popsection
     movsxd rcx, dword ptr [r14 + 448]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j0:
@@ -5210,7 +5345,7 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j1:
-    test ebx, 2147483648
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j2:
@@ -5242,7 +5377,7 @@ ditto_body_c1:
     jae 1f
 1:
 .Lc1_j9:
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j10:
@@ -5250,7 +5385,7 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j11:
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j12:
@@ -5420,57 +5555,32 @@ ditto_body_c2:
     jmp .Lc2_b3_c15
     .p2align 11
 .Lc2_b3_c0:
-    lea rcx, [rip + .Lc2_d110_s]
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d119_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d110_s_t
-.Lc2_d110_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d110_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc2_d115_s]
+    jmp .Lc2_d119_j_t
+.Lc2_d119_j:
+    lea rcx, [rip + .Lc2_d123_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d115_s_t
-.Lc2_d115_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d115_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc2_d120_s]
+    jmp .Lc2_d123_j_t
+.Lc2_d123_j:
+    lea rcx, [rip + .Lc2_d127_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d120_s_t
-.Lc2_d120_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d120_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc2_d125_s]
+    jmp .Lc2_d127_j_t
+.Lc2_d127_j:
+    lea rcx, [rip + .Lc2_d131_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d125_s_t
-.Lc2_d125_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d125_s:
-    ret
-    .popsection
-    mov ecx, ecx
-    test bl, 192
-    jz 1f
-1:
-.Lc2_j8:
-    test ebx, 864
-    jnz 1f
-1:
-.Lc2_j9:
-    test ebx, 1073741824
-    jnz 1f
+    jmp .Lc2_d131_j_t
+.Lc2_d131_j:
+    mov r8d, ecx
+    cmp dword ptr [r15 + 4309084], 0xfe95f61a
+    jae 1f
 1:
 .Lc2_j10:
-    test bl, 192
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
 .Lc2_j11:
     test ebx, 2147483648
@@ -5481,616 +5591,549 @@ ditto_body_c2:
     jnz 1f
 1:
 .Lc2_j13:
-    inc rbx
-    dec r13
-.Lc2_j14:
-    jz .Lc2_b3_done
-.Lc2_b3_c1:
-    lea rcx, [rip + .Lc2_d146_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d146_s_t
-.Lc2_d146_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d146_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc2_d151_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d151_s_t
-.Lc2_d151_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d151_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc2_d156_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d156_s_t
-.Lc2_d156_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d156_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc2_d161_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d161_s_t
-.Lc2_d161_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d161_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc2_j15:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc2_j16:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc2_j17:
     test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j14:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc2_j15:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc2_j16:
+    inc rbx
+    dec r13
+.Lc2_j17:
+    jz .Lc2_b3_done
+.Lc2_b3_c1:
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    pmovmskb eax, xmm1
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 4309084], 0xfe95f61a
+    jae 1f
+1:
 .Lc2_j18:
-    test ebx, 1073741824
+    and rbp, 960
+    movq qword ptr [r15 + rbp + 1344], xmm4
+    pcmpeqb xmm7, xmm4
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc2_j19:
+    mov eax, 2
+    xor dword ptr [r15 + 512], ebp
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc2_j20:
+    mov qword ptr [r15 + 768], rax
+    mov eax, eax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc2_j21:
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d185_s]
+    lea rcx, [rip + .Lc2_d177_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d185_s_t
-.Lc2_d185_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d185_s:
-    ret
-    .popsection
-    pmovmskb ecx, xmm11
+    jmp .Lc2_d177_j_t
+.Lc2_d177_j:
+    mov eax, ecx
+    mov rax, qword ptr [r15 + 704]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc2_j22:
-    mov r9, r10
-    movdqu xmmword ptr [r15 + 192], xmm5
-    test bl, 192
-    jz 1f
-1:
-.Lc2_j23:
-    cmp dword ptr [r15 + 4309084], 0xd2bec333
-    jae 1f
-1:
-.Lc2_j24:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 2368], r9
+    movsxd rsi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 512], rcx
     test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j23:
+    movdqu xmmword ptr [r15 + 448], xmm1
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j24:
+    mov byte ptr [r14 + 448], sil
+    pcmpeqb xmm5, xmmword ptr [r15 + 1216]
+    test ebx, 608
+    jnz 1f
+1:
 .Lc2_j25:
-    add r11, 64
-    add r10, r11
+    or qword ptr [r15 + 448], 52
     inc rbx
     dec r13
 .Lc2_j26:
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea rcx, [rip + .Lc2_d208_s]
+    lea rcx, [rip + .Lc2_d200_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d208_s_t
-.Lc2_d208_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d208_s:
-    ret
-    .popsection
-    mov byte ptr [r15 + 256], cl
-    paddq xmm4, xmmword ptr [r15 + 768]
-    pshufd xmm13, xmm4, 160
-    test ebx, 1824
-    jnz 1f
-1:
-.Lc2_j27:
-    mov esi, dword ptr [r15 + 960]
-    mov rdx, qword ptr [r15 + 448]
+    jmp .Lc2_d200_j_t
+.Lc2_d200_j:
+    mov byte ptr [r15 + 320], cl
+    paddq xmm3, xmmword ptr [r15 + 384]
     test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j27:
+    pshufd xmm1, xmm3, 160
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc2_j28:
-    por xmm4, xmm4
-    mov rcx, rsi
-    mov rbp, r10
-    test bl, 192
-    jz 1f
+    mov dword ptr [r14 + 640], edx
+    mov rdx, qword ptr [r15 + 512]
+    test ebx, 352
+    jnz 1f
 1:
 .Lc2_j29:
-    mov edx, edx
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    por xmm1, xmm1
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc2_j30:
-    jz .Lc2_b3_done
-.Lc2_b3_c4:
-    lea rcx, [rip + .Lc2_d235_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d235_s_t
-.Lc2_d235_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d235_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 192], 119
-    mov byte ptr [r15 + 320], cl
+    mov r8, rdx
+    mov r8d, edx
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j31:
-    pcmpeqb xmm9, xmm10
-    test ebx, 2147483648
-    jnz 1f
-1:
+    mov qword ptr [r15 + 768], r8
+    inc rbx
+    dec r13
 .Lc2_j32:
-    mov r8d, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 1024]
-    test ebx, 1632
+    jz .Lc2_b3_done
+.Lc2_b3_c4:
+    lea rcx, [rip + .Lc2_d226_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d226_j_t
+.Lc2_d226_j:
+    mov dword ptr [r15 + 448], 119
+    mov byte ptr [r15 + 512], cl
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j33:
-    mov r8, r10
-    movq xmm2, r8
-    test ebx, 576
-    jz 1f
+    pcmpeqb xmm11, xmm12
+    mov r8d, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc2_j34:
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 2368]
+    mov rcx, qword ptr [r15 + 576]
+    mov r9, r10
+    movq xmm12, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j35:
+    and r9, 960
+    mov rcx, qword ptr [r15 + r9 + 1344]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc2_j35:
+.Lc2_j36:
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea rcx, [rip + .Lc2_d262_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d262_s_t
-.Lc2_d262_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d262_s:
-    ret
-    .popsection
-    lea r8, [r10 + r10*1]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 2432]
-    movsxd rax, dword ptr [r15 + 704]
-    test ebx, 2752
+    movsxd rcx, dword ptr [r15 + 512]
+    xor dword ptr [r15 + 512], r9d
+    movsxd r9, dword ptr [r15 + 576]
+    test ebx, 1073741824
     jnz 1f
 1:
-.Lc2_j36:
-    pcmpeqb xmm14, xmmword ptr [r15 + 768]
-    test bl, 192
-    jz 1f
-1:
 .Lc2_j37:
-    movzx ecx, dil
-    movzx edi, al
-    test ebx, 2147483648
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx esi, cl
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j38:
-    movsxd r9, dword ptr [r15 + 256]
-    test ebx, 2147483648
+    mov edi, dword ptr [r14 + 448]
+    mov r9, qword ptr [r15 + 640]
+    movzx ecx, sil
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j39:
-    mov ecx, dword ptr [r15 + r8 + 2368]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc2_j40:
-    jz .Lc2_b3_done
-.Lc2_b3_c6:
-    mov r9, r10
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 2368]
-    imul rdi, rdi
-    paddd xmm1, xmm6
-    test ebx, 2147483648
+    pcmpeqb xmm8, xmmword ptr [r14 + 704]
+    pcmpeqb xmm8, xmm4
+    test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j40:
+    movsxd r9, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 896]
+    inc rbx
+    dec r13
 .Lc2_j41:
-    pcmpeqb xmm1, xmm11
-    movsxd rcx, dword ptr [r15 + 192]
-    paddd xmm1, xmm1
-    test ebx, 320
-    jz 1f
+    jz .Lc2_b3_done
+.Lc2_b3_c6:
+    lea rcx, [rip + .Lc2_d273_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d273_j_t
+.Lc2_d273_j:
+    movsxd r9, dword ptr [r15 + 384]
+    pcmpeqb xmm10, xmm15
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc2_j42:
-    mov dword ptr [r15 + 1088], ecx
-    imul ecx, ecx, 14
-    paddd xmm1, xmm1
-    test ebx, 2147483648
+    paddd xmm10, xmm10
+    mov r9, r10
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j43:
-    paddq xmm1, xmmword ptr [r15 + 704]
-    mov rdi, qword ptr [r15 + 832]
-    paddq xmm1, xmmword ptr [r15 + 768]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    mov rcx, qword ptr [r15 + 448]
+    and r9, 960
+    imul rcx, qword ptr [r15 + r9 + 1344]
+    test ebx, 2147483648
+    jnz 1f
+1:
 .Lc2_j44:
-    jz .Lc2_b3_done
-.Lc2_b3_c7:
-    lea rcx, [rip + .Lc2_d314_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d314_s_t
-.Lc2_d314_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d314_s:
-    ret
-    .popsection
-    por xmm6, xmm11
-    mov edi, dword ptr [r15 + 640]
-    test ebx, 1440
+    paddq xmm0, xmmword ptr [r15 + 1088]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j45:
-    mov esi, 38
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 256]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc2_j46:
-    and rbp, 16320
-    movzx ecx, byte ptr [r15 + rbp + 10560]
-    test ebx, 320
-    jnz 1f
-1:
-.Lc2_j47:
-    imul rsi, rsi
-    movdqu xmm6, xmmword ptr [r15 + 384]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc2_j48:
-    movzx ecx, bpl
+    mov rcx, qword ptr [r14 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j46:
+    jz .Lc2_b3_done
+.Lc2_b3_c7:
+    lea rcx, [rip + .Lc2_d299_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d299_j_t
+.Lc2_d299_j:
+    mov r8, r10
+    and r8, 16320
+    movzx eax, byte ptr [r14 + r8 + 10560]
+    mov r8d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j47:
+    mov ecx, 219
+    test ebx, 2752
+    jnz 1f
+1:
+.Lc2_j48:
+    movzx r8d, byte ptr [r15 + 256]
+    movzx ebp, al
+    test ebx, 1856
+    jnz 1f
+1:
 .Lc2_j49:
+    add qword ptr [r15 + 320], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j50:
+    por xmm4, xmm13
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc2_j51:
     jz .Lc2_b3_done
 .Lc2_b3_c8:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d345_s]
+    lea rcx, [rip + .Lc2_d328_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d345_s_t
-.Lc2_d345_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d345_s:
-    ret
-    .popsection
-    movzx ecx, al
-    movdqu xmmword ptr [r15 + 896], xmm4
-    mov r8, r10
+    jmp .Lc2_d328_j_t
+.Lc2_d328_j:
+    movdqu xmmword ptr [r15 + 448], xmm13
     test ebx, 1073741824
     jnz 1f
-1:
-.Lc2_j50:
-    mov r9d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc2_j51:
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 26944]
-    cmp dword ptr [r15 + 4309083], 0x2d413ccd
-    jae 1f
 1:
 .Lc2_j52:
-    imul r9, r9
+    movzx eax, cl
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j53:
+    and r9, 8128
+    add qword ptr [r15 + r9 + 26944], rax
+    cmp dword ptr [r15 + 4309083], 0xb504f33
+    jae 1f
+1:
+.Lc2_j54:
+    mov ecx, dword ptr [r14 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc2_j53:
+.Lc2_j55:
     jz .Lc2_b3_done
 .Lc2_b3_c9:
-    lea rcx, [rip + .Lc2_d368_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d368_s_t
-.Lc2_d368_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d368_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 768], rcx
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc2_j54:
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 576
-    jnz 1f
-1:
-.Lc2_j55:
-    movzx edx, cl
-    mov ecx, 135
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc2_j56:
-    movdqu xmm15, xmmword ptr [r15 + 704]
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 448]
     test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j56:
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov edx, 36
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc2_j57:
-    mov edx, 43
-    mov edx, ecx
+    mov ecx, 135
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j58:
-    imul rdx, qword ptr [r15 + 832]
-    inc rbx
-    dec r13
+    mov qword ptr [r15 + 384], rdx
+    mov edx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc2_j59:
-    jz .Lc2_b3_done
-.Lc2_b3_c10:
-    mov rbp, rdx
-    movzx edx, byte ptr [r15 + 192]
-    mov rbp, r10
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j60:
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 2368]
-    mov ebp, edx
+    movzx edi, dl
+    movdqu xmm13, xmmword ptr [r14 + 448]
+    inc rbx
+    dec r13
+.Lc2_j61:
+    jz .Lc2_b3_done
+.Lc2_b3_c10:
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d379_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d379_j_t
+.Lc2_d379_j:
+    mov rdi, qword ptr [r14 + 640]
+    pshufd xmm13, xmm15, 172
+    cmp dword ptr [r15 + 4309084], 0xfe95f61a
+    jae 1f
+1:
+.Lc2_j62:
+    mov eax, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc2_j61:
-    movzx edx, bpl
-    pshufd xmm13, xmm2, 5
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc2_j62:
-    pxor xmm13, xmm14
-    mov eax, dword ptr [r15 + 512]
-    mov r8, r10
-    test ebx, 2147483648
-    jnz 1f
-1:
 .Lc2_j63:
-    and r8, 960
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    paddd xmm13, xmm13
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    mov rcx, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc2_j64:
-    jz .Lc2_b3_done
-.Lc2_b3_c11:
-    lea rcx, [rip + .Lc2_d422_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d422_s_t
-.Lc2_d422_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d422_s:
-    ret
-    .popsection
-    mov r8d, dword ptr [r15 + 896]
-    mov rdx, qword ptr [r15 + 1152]
+    mov rax, qword ptr [r14 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j65:
-    movzx esi, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 576], r8d
-    mov r8, r10
-    test ebx, 2147483648
-    jnz 1f
-1:
+    movzx ecx, cl
+    inc rbx
+    dec r13
 .Lc2_j66:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 2368], rsi
-    movzx r8d, byte ptr [r15 + 1216]
+    jz .Lc2_b3_done
+.Lc2_b3_c11:
+    lea rcx, [rip + .Lc2_d400_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d400_j_t
+.Lc2_d400_j:
+    movzx eax, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j67:
-    imul r8, qword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    mov ebp, dword ptr [r15 + 768]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc2_j68:
-    jz .Lc2_b3_done
-.Lc2_b3_c12:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d450_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d450_s_t
-.Lc2_d450_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d450_s:
-    ret
-    .popsection
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 448]
-    test ebx, 864
+    add qword ptr [r14 + 448], rax
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j69:
     and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 10560]
-    test ebx, 2147483648
+    movzx ecx, byte ptr [r15 + r8 + 10560]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j70:
-    pmovmskb ecx, xmm9
-    cmp dword ptr [r15 + 4309083], 0xfe95f61a
-    jae 1f
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc2_j71:
-    movsxd rax, dword ptr [r15 + r8 + 10624]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc2_j72:
     jz .Lc2_b3_done
-.Lc2_b3_c13:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d475_s]
+.Lc2_b3_c12:
+    lea rcx, [rip + .Lc2_d428_j]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d475_s_t
-.Lc2_d475_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d475_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 192], rax
-    cmp dword ptr [r15 + 4309083], 0xfe95f61a
-    jae 1f
+    jmp .Lc2_d428_j_t
+.Lc2_d428_j:
+    mov rax, rcx
+    lea r9, [r10 + r10*1]
+    pmovmskb eax, xmm11
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc2_j73:
-    mov edi, ecx
-    test ebx, 2147483648
+    movzx ecx, cl
+    and r9, 16320
+    mov ecx, dword ptr [r15 + r9 + 10560]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j74:
-    movsxd rcx, dword ptr [r15 + 256]
+    por xmm9, xmm3
+    movsxd rax, dword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j75:
-    movsd qword ptr [r15 + 640], xmm9
+    mov rcx, r9
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j76:
-    mov ecx, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + r9 + 10624]
+    imul rax, qword ptr [r15 + 192]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc2_j77:
     jz .Lc2_b3_done
-.Lc2_b3_c14:
-    mov edi, 239
-    mov rcx, qword ptr [r15 + 832]
-    movzx edi, byte ptr [r15 + 192]
-    test ebx, 1073741824
+.Lc2_b3_c13:
+    mov qword ptr [r15 + 512], rdi
+    imul rax, qword ptr [r15 + 576]
+    movq xmm3, rax
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc2_j78:
-    movzx r9d, dil
-    mov ecx, 11
+    movsxd rcx, dword ptr [r15 + 704]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j79:
-    movzx edi, byte ptr [r15 + 704]
-    mov r9, r10
-    pcmpeqb xmm1, xmm6
-    mov rbp, r10
+    mov edi, eax
+    movsxd rdi, dword ptr [r14 + 768]
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j80:
-    and r9, 16320
-    movsxd rdi, dword ptr [r15 + r9 + 10560]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 2368]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc2_j81:
-    jz .Lc2_b3_done
-.Lc2_b3_c15:
-    lea rcx, [rip + .Lc2_d520_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d520_s_t
-.Lc2_d520_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d520_s:
-    ret
-    .popsection
-    lea rbp, [r10 + r10*1]
-    imul r9d, ecx, 44
-    and rbp, 960
-    movsxd r9, dword ptr [r15 + rbp + 1344]
+    pcmpeqb xmm1, xmmword ptr [r15 + 512]
+    mov edi, dword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j81:
+    mov ecx, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 320]
+    inc rbx
+    dec r13
 .Lc2_j82:
-    pxor xmm6, xmm15
-    mov edx, 58
-    test ebx, 1073741824
+    jz .Lc2_b3_done
+.Lc2_b3_c14:
+    lea rcx, [rip + .Lc2_d480_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d480_j_t
+.Lc2_d480_j:
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 448]
+    and r9, 16320
+    movsxd rbp, dword ptr [r15 + r9 + 10560]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc2_j83:
-    mov rcx, rbp
-    mov dword ptr [r15 + rbp + 1408], 99
-    test ebx, 2147483648
+    movzx ecx, dil
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j84:
-    mov edx, 170
-    movzx ecx, byte ptr [r15 + 512]
-    test ebx, 2147483648
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, 134
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j85:
-    paddd xmm3, xmm0
+    mov rcx, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j86:
+    pcmpeqb xmm10, xmm0
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc2_j86:
+.Lc2_j87:
+    jz .Lc2_b3_done
+.Lc2_b3_c15:
+    lea rcx, [rip + .Lc2_d506_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d506_j_t
+.Lc2_d506_j:
+    mov eax, 89
+    mov eax, 90
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc2_j88:
+    imul rcx, qword ptr [r15 + 448]
+    pxor xmm4, xmm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j89:
+    movsxd rax, dword ptr [r15 + 320]
+    mov rcx, rcx
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc2_j90:
+    mov dword ptr [r15 + 768], 99
+    movsxd rax, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j91:
+    movzx ecx, byte ptr [r14 + 512]
+    paddd xmm13, xmm13
+    inc rbx
+    dec r13
+.Lc2_j92:
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
 // block 1: 128 bytes, 1 chunk(s), 3 chunk executions per call
@@ -6101,133 +6144,167 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 7
 .Lc2_b1_c0:
-    mov rbp, r10
-    and rbp, 8128
-    imul rdx, qword ptr [r15 + rbp + 2368]
-    mov ebp, dword ptr [r15 + 512]
-    mov esi, 104
-    test bl, 78
-    jnz 1f
-1:
-.Lc2_j1:
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 448]
-    test ebx, 2147483648
+    lea rcx, [rip + .Lc2_d64_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d64_j_t
+.Lc2_d64_j:
+    mov esi, ecx
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j2:
-    pcmpeqb xmm14, xmm9
-    mov ebp, ebp
-    pcmpeqb xmm14, xmm10
-    test ebx, 2147483648
+    movsxd rbp, dword ptr [r15 + 512]
+    nop
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j3:
-    pxor xmm14, xmm13
-    nop
-    test ebx, 2147483648
+    movsxd rdx, dword ptr [r15 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc2_j4:
-    movsxd rsi, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 704]
-    add r11, 64
-    add r10, r11
+    or qword ptr [r15 + 192], 44
+    pxor xmm12, xmm2
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j5:
+    mov esi, 225
     inc rbx
     dec r13
-.Lc2_j5:
+.Lc2_j6:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309096]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 4309096], rcx
     mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    pmovmskb esi, xmm15
-    mov rdx, qword ptr [r15 + 256]
-    imul rsi, qword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 448]
-    dec r13
+    pmovmskb ecx, xmm4
+    mov rsi, qword ptr [r15 + 512]
+    movzx ecx, cl
+    imul rsi, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc2_j0:
+    mov byte ptr [r15 + 576], cl
+    mov rsi, rsi
+    mov rdx, qword ptr [r15 + 320]
+    inc rbx
+    dec r13
+.Lc2_j1:
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 5: 64 bytes, 1 chunk(s), 36 chunk executions per call
+// block 5: 64 bytes, 1 chunk(s), 33 chunk executions per call
     mov rbx, qword ptr [r15 + 4309136]
-    lea rcx, [rbx + 36]
+    lea rcx, [rbx + 33]
     mov qword ptr [r15 + 4309136], rcx
-    mov r13d, 36
+    mov r13d, 33
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    lea rcx, [rip + .Lc2_d568_j]
+    lea rcx, [rip + .Lc2_d555_s]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d568_j_t
-.Lc2_d568_j:
-    movzx ecx, cl
-    test ebx, 1073741824
+    call .Lc2_d555_s_t
+.Lc2_d555_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d555_s:
+    ret
+    .popsection
+    movzx eax, byte ptr [r14 + 448]
+    test ebx, 2147483648
     jnz 1f
 1:
-.Lc2_j89:
+.Lc2_j96:
     inc rbx
     dec r13
-.Lc2_j90:
+.Lc2_j97:
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 4: 64 bytes, 1 chunk(s), 63 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 41 chunk executions per call
     mov rbx, qword ptr [r15 + 4309128]
-    lea rcx, [rbx + 63]
+    lea rcx, [rbx + 41]
     mov qword ptr [r15 + 4309128], rcx
-    mov r13d, 63
+    mov r13d, 41
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    movdqu xmm3, xmmword ptr [r15 + 512]
-    mov ecx, 179
-    test ebx, 1073741824
+    shl rcx, 23
+    mov ecx, 134
+    test ebx, 2147483648
     jnz 1f
 1:
-.Lc2_j87:
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r14 + 448], 175
+.Lc2_j93:
+    movsxd rax, dword ptr [r14 + 576]
+    mov r9d, eax
+    lea eax, [rbx + rbx*4]
+    and eax, 255
+    cmp eax, 12
+    jae 1f
+1:
+.Lc2_j94:
+    movdqu xmm8, xmmword ptr [r15 + 384]
     inc rbx
     dec r13
-.Lc2_j88:
+.Lc2_j95:
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 9: 64 bytes, 1 chunk(s), 106 chunk executions per call
-    mov r13d, 106
+// block 9: 64 bytes, 1 chunk(s), 53 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309168]
+    lea rcx, [rbx + 53]
+    mov qword ptr [r15 + 4309168], rcx
+    mov r13d, 53
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d621_s]
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d622_s]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d621_s_t
-.Lc2_d621_j:
+    call .Lc2_d622_s_t
+.Lc2_d622_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc2_d621_s:
+.Lc2_d622_s:
     ret
     .popsection
-    mov dword ptr [r14 + 320], ecx
+    xor dword ptr [r14 + 320], eax
+    cmp dword ptr [r15 + 4309084], 0xd2bec333
+    jae 1f
+1:
+.Lc2_j104:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j105:
+    inc rbx
     dec r13
-.Lc2_j96:
+.Lc2_j106:
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 197 chunk executions per call
-    mov r13d, 197
+// block 10: 64 bytes, 1 chunk(s), 196 chunk executions per call
+    mov r13d, 196
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    addsd xmm3, qword ptr [r15 + 0]
-    movzx ebp, dl
-    cmp rbp, rbp
+    addsd xmm1, qword ptr [r15 + 0]
+    movzx eax, al
+    cmp rax, rax
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, qword ptr [r14 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], al
+    mov rcx, qword ptr [r14 + 0]
     dec r13
-.Lc2_j97:
+.Lc2_j107:
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
 // block 7: 64 bytes, 1 chunk(s), 126 chunk executions per call
@@ -6240,16 +6317,16 @@ ditto_body_c2:
 .Lc2_b7_c0:
     mov r12, qword ptr [r15 + r12 + 56]
     lock or dword ptr [r15 + 0], 108
-    and rcx, rcx
+    and rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc2_j92:
-    inc ecx
-    xor dword ptr [r15 + 192], ecx
+.Lc2_j100:
+    inc eax
+    mov dword ptr [r15 + 192], eax
     inc rbx
     dec r13
-.Lc2_j93:
+.Lc2_j101:
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 47 chunk executions per call
@@ -6260,34 +6337,43 @@ ditto_body_c2:
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    maxsd xmm3, xmm3
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    test ebx, 2147483648
+    mov r9, r10
+    ucomisd xmm1, xmm1
+    and r9, 8128
+    mov ebp, dword ptr [r14 + r9 + 2368]
+    test ebx, 1073741824
     jnz 1f
 1:
-.Lc2_j94:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 384], 81
+.Lc2_j102:
+    mov dword ptr [r15 + 256], 81
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc2_j95:
+.Lc2_j103:
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 6: 64 bytes, 1 chunk(s), 11 chunk executions per call
-    mov r13d, 11
+// block 6: 64 bytes, 1 chunk(s), 7 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309144]
+    lea rcx, [rbx + 7]
+    mov qword ptr [r15 + 4309144], rcx
+    mov r13d, 7
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    paddq xmm3, xmmword ptr [r15 + 448]
-    movq qword ptr [r15 + 512], xmm3
-    pxor xmm3, xmm13
-    imul r9d, ebp, 70
-    mov r9d, r9d
+    mov ecx, dword ptr [r14 + 960]
+    pxor xmm8, xmm9
+    paddq xmm1, xmmword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j98:
+    paddq xmm8, xmmword ptr [r15 + 704]
+    inc dword ptr [r15 + 832]
+    mov ecx, ecx
+    inc rbx
     dec r13
-.Lc2_j91:
+.Lc2_j99:
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
 // block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -6298,21 +6384,24 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov rbp, r10
-    mov rdi, rcx
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 2368]
+    mov dword ptr [r15 + 1280], ecx
+    movq qword ptr [r15 + 1216], xmm12
+    mov rcx, rcx
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc2_j6:
-    mov r9, rdi
-    movq qword ptr [r15 + 512], xmm1
-    add r11, 64
-    add r10, r11
+.Lc2_j7:
+    mov r9d, 122
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc2_j8:
+    mov rcx, rcx
+    mov rcx, rcx
     inc rbx
     dec r13
-.Lc2_j7:
+.Lc2_j9:
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
     mov qword ptr [r15 + 4309056], r11
@@ -6381,47 +6470,49 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d621_s_t:
+.Lc2_d622_s_t:
     jmp rcx
-.Lc2_d568_j_t:
+.Lc2_d555_s_t:
     jmp rcx
 .Lc1_d35_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d969_s_t:
+.Lc1_d962_s_t:
     jmp rcx
-.Lc1_d1021_s_t:
+.Lc1_d1010_s_t:
     jmp rcx
-.Lc1_d1069_s_t:
+.Lc1_d1058_s_t:
     jmp rcx
-.Lc1_d1118_s_t:
+.Lc1_d1063_s_t:
     jmp rcx
-.Lc1_d1171_s_t:
+.Lc1_d1108_s_t:
     jmp rcx
-.Lc1_d1219_s_t:
+.Lc1_d1157_s_t:
     jmp rcx
-.Lc1_d1265_s_t:
+.Lc1_d1205_s_t:
     jmp rcx
-.Lc1_d1315_s_t:
+.Lc1_d1255_s_t:
     jmp rcx
-.Lc1_d1320_s_t:
+.Lc1_d1308_s_t:
     jmp rcx
-.Lc1_d1374_s_t:
+.Lc1_d1313_s_t:
     jmp rcx
-.Lc1_d1424_s_t:
+.Lc1_d1366_s_t:
     jmp rcx
-.Lc1_d1470_s_t:
+.Lc1_d1416_s_t:
     jmp rcx
-.Lc1_d1527_s_t:
+.Lc1_d1463_s_t:
     jmp rcx
-.Lc1_d1572_s_t:
+.Lc1_d1520_s_t:
     jmp rcx
-.Lc1_d1624_s_t:
+.Lc1_d1565_s_t:
     jmp rcx
-.Lc1_d1671_s_t:
+.Lc1_d1570_s_t:
     jmp rcx
-.Lc1_d1676_s_t:
+.Lc1_d1618_s_t:
+    jmp rcx
+.Lc1_d1665_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
@@ -6429,187 +6520,199 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_d85_s_t:
     jmp rcx
-.Lc1_d137_s_t:
+.Lc1_d135_s_t:
     jmp rcx
-.Lc1_d185_s_t:
+.Lc1_d187_s_t:
     jmp rcx
-.Lc1_d238_s_t:
+.Lc1_d232_s_t:
     jmp rcx
-.Lc1_d288_s_t:
+.Lc1_d280_s_t:
     jmp rcx
-.Lc1_d345_s_t:
+.Lc1_d339_s_t:
     jmp rcx
-.Lc1_d398_s_t:
+.Lc1_d344_s_t:
     jmp rcx
-.Lc1_d448_s_t:
+.Lc1_d394_s_t:
     jmp rcx
-.Lc1_d501_s_t:
+.Lc1_d443_s_t:
     jmp rcx
-.Lc1_d506_s_t:
+.Lc1_d493_s_t:
     jmp rcx
-.Lc1_d551_s_t:
+.Lc1_d542_s_t:
     jmp rcx
-.Lc1_d601_s_t:
+.Lc1_d591_s_t:
     jmp rcx
-.Lc1_d653_s_t:
+.Lc1_d596_s_t:
     jmp rcx
-.Lc1_d707_s_t:
+.Lc1_d646_s_t:
     jmp rcx
-.Lc1_d756_s_t:
+.Lc1_d699_s_t:
     jmp rcx
-.Lc1_d803_s_t:
+.Lc1_d755_s_t:
     jmp rcx
-.Lc1_d862_s_t:
+.Lc1_d801_s_t:
     jmp rcx
-.Lc1_d1751_s_t:
+.Lc1_d852_s_t:
     jmp rcx
-.Lc0_d109_s_t:
+.Lc1_d1749_s_t:
+    jmp rcx
+.Lc2_d64_j_t:
+    jmp rcx
+.Lc0_d115_s_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d163_s_t:
+.Lc0_d238_s_t:
     jmp rcx
-.Lc1_d1816_s_t:
+.Lc1_d1815_s_t:
     jmp rcx
-.Lc1_d1821_s_t:
+.Lc1_d1820_s_t:
     jmp rcx
-.Lc1_d1826_s_t:
+.Lc1_d1825_s_t:
     jmp rcx
-.Lc1_d1831_s_t:
+.Lc1_d1830_s_t:
     jmp rcx
-.Lc1_d1847_s_t:
+.Lc1_d1846_s_t:
     jmp rcx
-.Lc1_d1852_s_t:
+.Lc1_d1851_s_t:
     jmp rcx
-.Lc1_d1857_s_t:
+.Lc1_d1856_s_t:
     jmp rcx
-.Lc1_d1862_s_t:
+.Lc1_d1861_s_t:
     jmp rcx
-.Lc1_d1879_s_t:
+.Lc1_d1878_s_t:
     jmp rcx
-.Lc1_d1884_s_t:
+.Lc1_d1883_s_t:
     jmp rcx
-.Lc1_d1889_s_t:
+.Lc1_d1888_s_t:
     jmp rcx
-.Lc1_d1894_s_t:
+.Lc1_d1893_s_t:
     jmp rcx
-.Lc1_d1910_s_t:
+.Lc1_d1909_s_t:
     jmp rcx
-.Lc1_d1915_s_t:
+.Lc1_d1914_s_t:
     jmp rcx
-.Lc1_d1920_s_t:
+.Lc1_d1919_s_t:
     jmp rcx
-.Lc1_d1925_s_t:
+.Lc1_d1924_s_t:
     jmp rcx
-.Lc1_d1968_s_t:
+.Lc1_d1938_s_t:
     jmp rcx
-.Lc1_d1995_s_t:
+.Lc1_d1943_s_t:
     jmp rcx
-.Lc1_d2050_s_t:
+.Lc1_d1948_s_t:
     jmp rcx
-.Lc1_d2098_s_t:
+.Lc1_d1993_s_t:
     jmp rcx
-.Lc1_d2152_s_t:
+.Lc1_d2016_s_t:
     jmp rcx
-.Lc1_d2202_s_t:
+.Lc1_d2067_s_t:
     jmp rcx
-.Lc1_d2227_s_t:
+.Lc1_d2121_s_t:
     jmp rcx
-.Lc1_d2280_s_t:
+.Lc1_d2149_s_t:
+    jmp rcx
+.Lc1_d2199_s_t:
+    jmp rcx
+.Lc1_d2250_s_t:
+    jmp rcx
+.Lc1_d2279_s_t:
     jmp rcx
 .Lc1_d2330_s_t:
     jmp rcx
-.Lc1_d2377_s_t:
+.Lc1_d2378_s_t:
     jmp rcx
-.Lc1_d2432_s_t:
+.Lc1_d2431_s_t:
     jmp rcx
 .Lc1_d2463_s_t:
     jmp rcx
-.Lc1_d2513_s_t:
+.Lc1_d2512_s_t:
     jmp rcx
-.Lc1_d2564_s_t:
+.Lc1_d2567_s_t:
     jmp rcx
-.Lc1_d2616_s_t:
+.Lc1_d2591_s_t:
     jmp rcx
-.Lc1_d2666_s_t:
+.Lc1_d2645_s_t:
     jmp rcx
-.Lc1_d2691_s_t:
+.Lc1_d2693_s_t:
     jmp rcx
-.Lc1_d2740_s_t:
+.Lc1_d2718_s_t:
     jmp rcx
-.Lc1_d2791_s_t:
+.Lc1_d2769_s_t:
     jmp rcx
-.Lc1_d2841_s_t:
+.Lc1_d2818_s_t:
     jmp rcx
-.Lc1_d2891_s_t:
+.Lc1_d2843_s_t:
     jmp rcx
-.Lc1_d2916_s_t:
+.Lc1_d2894_s_t:
     jmp rcx
-.Lc1_d2965_s_t:
+.Lc1_d2943_s_t:
     jmp rcx
-.Lc1_d3012_s_t:
+.Lc1_d2966_s_t:
     jmp rcx
-.Lc1_d3063_s_t:
+.Lc1_d3014_s_t:
     jmp rcx
-.Lc1_d3116_s_t:
+.Lc1_d3067_s_t:
     jmp rcx
-.Lc1_d3145_s_t:
+.Lc1_d3100_s_t:
     jmp rcx
-.Lc1_d3198_s_t:
+.Lc1_d3150_s_t:
     jmp rcx
-.Lc1_d3241_s_t:
+.Lc1_d3206_s_t:
     jmp rcx
-.Lc1_d3289_s_t:
+.Lc1_d3228_s_t:
     jmp rcx
-.Lc1_d3339_s_t:
+.Lc1_d3276_s_t:
     jmp rcx
-.Lc1_d3365_s_t:
+.Lc1_d3326_s_t:
     jmp rcx
-.Lc1_d3415_s_t:
+.Lc1_d3380_s_t:
     jmp rcx
-.Lc0_d272_s_t:
+.Lc1_d3407_s_t:
     jmp rcx
-.Lc0_d322_s_t:
+.Lc1_d3458_s_t:
     jmp rcx
-.Lc0_d369_s_t:
+.Lc0_d328_s_t:
     jmp rcx
-.Lc2_d110_s_t:
+.Lc0_d377_s_t:
     jmp rcx
-.Lc2_d115_s_t:
+.Lc0_d427_s_t:
     jmp rcx
-.Lc2_d120_s_t:
+.Lc2_d119_j_t:
     jmp rcx
-.Lc2_d125_s_t:
+.Lc2_d123_j_t:
     jmp rcx
-.Lc2_d146_s_t:
+.Lc2_d127_j_t:
     jmp rcx
-.Lc2_d151_s_t:
+.Lc2_d131_j_t:
     jmp rcx
-.Lc2_d156_s_t:
+.Lc2_d177_j_t:
     jmp rcx
-.Lc2_d161_s_t:
+.Lc2_d200_j_t:
     jmp rcx
-.Lc2_d185_s_t:
+.Lc2_d226_j_t:
     jmp rcx
-.Lc2_d208_s_t:
+.Lc2_d273_j_t:
     jmp rcx
-.Lc2_d235_s_t:
+.Lc2_d299_j_t:
     jmp rcx
-.Lc2_d262_s_t:
+.Lc2_d328_j_t:
     jmp rcx
-.Lc2_d314_s_t:
+.Lc2_d379_j_t:
     jmp rcx
-.Lc2_d345_s_t:
+.Lc2_d400_j_t:
     jmp rcx
-.Lc2_d368_s_t:
+.Lc2_d428_j_t:
     jmp rcx
-.Lc2_d422_s_t:
+.Lc2_d480_j_t:
     jmp rcx
-.Lc2_d450_s_t:
+.Lc2_d506_j_t:
     jmp rcx
-.Lc2_d475_s_t:
+.Lc0_d50_s_t:
     jmp rcx
-.Lc2_d520_s_t:
+.Lc0_d171_s_t:
+    jmp rcx
+.Lc0_d180_s_t:
     jmp rcx
     .text
 

@@ -566,38 +566,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d53_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d53_s_t
-.Lc1_d53_j:
+    lea rcx, [rip + .Lc1_d50_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d50_s_t
+.Lc1_d50_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d53_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d50_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d62_s]
+    lea rcx, [rip + .Lc1_d55_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d62_s_t
-.Lc1_d62_j:
+    call .Lc1_d55_s_t
+.Lc1_d55_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d62_s:
+.Lc1_d55_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d60_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d60_s_t
+.Lc1_d60_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d60_s:
     ret
     .popsection
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d67_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d65_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d67_s_t
-.Lc1_d67_j:
+    call .Lc1_d65_s_t
+.Lc1_d65_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d67_s:
+.Lc1_d65_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -614,43 +634,40 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d81_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d81_s_t
-.Lc1_d81_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d81_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 160
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*2]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15744], dil
+    mov qword ptr [r15 + 192], r8
+    mov dword ptr [r15 + 256], eax
+    and eax, dword ptr [r15 + rbp + 15808]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 15680], al
+    mov r9, r11
+    vpshufd xmm0, xmm0, 4
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
     mov byte ptr [r15 + 704], al
-    mov esi, 1
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    mov rbp, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3584], rax
-    mov dword ptr [r15 + r9 + 3392], ecx
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    vpshufd xmm3, xmm2, 12
-    movzx ebp, byte ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 576], rdi
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 3456], r9b
-    movsxd rax, dword ptr [r15 + r9 + 3520]
     add r11, 64
     inc rbx
     dec r13
@@ -660,24 +677,40 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d118_s]
+    lea rcx, [rip + .Lc1_d122_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d118_s_t
-.Lc1_d118_j:
+    call .Lc1_d122_s_t
+.Lc1_d122_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d118_s:
+.Lc1_d122_s:
     ret
     .popsection
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d123_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d127_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d123_s_t
-.Lc1_d123_j:
+    call .Lc1_d127_s_t
+.Lc1_d127_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d123_s:
+.Lc1_d127_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -694,250 +727,274 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d137_s]
+    lea rcx, [rip + .Lc1_d149_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d137_s_t
-.Lc1_d137_j:
+    call .Lc1_d149_s_t
+.Lc1_d149_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d137_s:
+.Lc1_d149_s:
     ret
     .popsection
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d142_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d142_s_t
-.Lc1_d142_j:
+    lea rcx, [rip + .Lc1_d154_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d154_s_t
+.Lc1_d154_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d142_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d154_s:
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + 448]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 768], 156
+    mov dword ptr [r15 + 192], 121
     jmp 1f
 1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1408]
-    mov r9d, ecx
-    mov ecx, 22
+    lea rbp, [r11 + r11*2]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 192]
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov ecx, 192
+    mov r9d, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 64]
+    mov edx, ecx
+    mov r8d, 192
+    mov edx, dword ptr [r15 + rbp + 7552]
+    movsxd r8, dword ptr [r15 + rbp + 7616]
     jmp 1f
 1:
-    mov ecx, esi
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rbp, r11
+    movzx eax, sil
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    vpaddd xmm0, xmm0, xmm0
+    mov rdi, r8
+    mov r8d, 44
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    mov eax, 60
-    mov rax, rdx
-    vpaddd xmm4, xmm4, xmm6
-    mov r9, r11
-    and eax, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + r8 + 896]
-    mov r8d, r9d
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], 73
     jmp 1f
 1:
+    mov ebp, 234
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov eax, esi
+    mov esi, edi
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j2:
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 122
-    mov dword ptr [r15 + rbp + 1216], 100
-    mov edi, eax
-    and eax, dword ptr [r15 + rbp + 832]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d202_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d202_s_t
+.Lc1_d202_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d202_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d207_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d207_s_t
+.Lc1_d207_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d207_s:
+    ret
+    .popsection
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d212_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d212_s_t
+.Lc1_d212_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d212_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], dil
+    movsxd rdi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov eax, 42
+    mov dword ptr [r15 + 192], 77
+    lea r9, [r11 + r11*2]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 960]
+    mov edx, ecx
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 256], ecx
+    and ecx, dword ptr [r15 + 128]
+    mov edx, eax
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    movzx edx, r9b
     mov r8, r11
-    mov rdi, r9
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + rbp + 1152]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3456]
-    mov esi, dword ptr [r15 + r9 + 3392]
+    movzx edx, byte ptr [r15 + rbp + 7552]
+    add rax, qword ptr [r15 + 576]
     jmp 1f
 1:
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r9b
+    mov dword ptr [r15 + r9 + 896], 38
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov rdx, rax
-    mov byte ptr [r15 + 192], al
-    movsxd rdx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], r9d
-    movzx r9d, r9b
-    mov byte ptr [r15 + 512], dil
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + 448], 244
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r8b
-    add r9, qword ptr [r15 + rbp + 1024]
-    movzx r8d, byte ptr [r15 + rbp + 1280]
-    mov eax, edx
-    mov dword ptr [r15 + 256], 138
-    mov rax, rdx
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + rbp + 1088]
-    jmp 1f
-1:
-    mov ebp, 251
-    mov dword ptr [r15 + 448], 52
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j3:
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea rcx, [rip + .Lc1_d229_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d229_s_t
-.Lc1_d229_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d229_s:
-    ret
-    .popsection
-    mov rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov esi, 145
-    mov rax, qword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 448]
-    lea r8, [r11 + r11*2]
-    mov byte ptr [r15 + 512], al
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 128], 218
+    jmp 1f
+1:
+    mov eax, ebp
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15744], r9
+    mov qword ptr [r15 + 768], rbp
+    add rbp, qword ptr [r15 + 128]
+    mov r9d, r9d
+    movzx esi, dil
+    lea r9, [r11 + r11*4]
+    mov rsi, rbp
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 960]
+    movzx eax, r8b
+    mov rdi, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 1088]
+    mov rdx, qword ptr [r15 + r9 + 896]
+    vmovq xmm0, r8
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov rdi, r9
+    mov edi, r9d
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rcx
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 1024]
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 192]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], al
+    mov ebp, 96
     mov rax, rsi
-    mov byte ptr [r15 + 64], r8b
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + 256], 190
-    mov edi, ecx
-    mov rcx, qword ptr [r15 + 512]
-    lea r9, [r11*4]
-    mov edx, dword ptr [r15 + r8 + 832]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1472], 102
+    mov dword ptr [r15 + 128], 205
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rsi
-    mov esi, eax
-    add rdi, qword ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + r8 + 896]
-    mov r8, rax
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 1408]
-    movzx ebp, al
-    mov eax, ecx
+    mov byte ptr [r15 + r8 + 15680], cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm11
     mov rcx, r9
-    mov rcx, qword ptr [r15 + r9 + 1536]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
-    mov rdx, rcx
-    mov qword ptr [r15 + 448], rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1344], 227
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 3392], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm4, rax
-    jmp 1f
-1:
+    mov dword ptr [r15 + 256], 217
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j4:
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d285_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d285_s_t
-.Lc1_d285_j:
+    lea rcx, [rip + .Lc1_d306_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d306_s_t
+.Lc1_d306_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d285_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d306_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    movzx esi, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
     lea r8, [r11 + r11*2]
+    and r8, 16320
+    mov edx, dword ptr [r15 + r8 + 15744]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    mov rcx, qword ptr [r15 + 128]
+    mov edi, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 109
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], 58
-    mov qword ptr [r15 + 128], rax
-    mov rcx, qword ptr [r15 + 640]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + r8 + 960]
-    mov edi, eax
-    jmp 1f
-1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    lea r9, [r11 + r11*1]
-    mov ebp, r9d
-    mov dword ptr [r15 + 448], ebp
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + r9 + 1408], rbp
-    mov r9d, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 576]
-    mov rsi, rbp
-    mov ebp, 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + r8 + 832], bpl
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, rbp
-    mov rbp, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 512]
+    mov ebp, 21
+    mov qword ptr [r15 + r8 + 15808], rax
+    mov ebp, edi
+    mov rdi, qword ptr [r15 + 576]
+    add rbp, qword ptr [r15 + 64]
+    mov rsi, rdx
+    lea r9, [r11 + r11*2]
+    movzx edx, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + 64], 184
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], dl
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7616], 46
+    mov r9d, edi
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -948,14 +1005,30 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d337_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d361_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d337_s_t
-.Lc1_d337_j:
+    call .Lc1_d361_s_t
+.Lc1_d361_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d337_s:
+.Lc1_d361_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -972,112 +1045,113 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 704]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 64]
-    movzx edx, sil
+    add rax, qword ptr [r15 + 448]
+    movzx ecx, cl
+    mov esi, 180
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 201
+    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edi, 174
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rsi, rsi
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], al
     jmp 1f
 1:
     movsxd rsi, dword ptr [r15 + 64]
-    lea r8, [r11 + r11*2]
-    mov eax, 193
+    mov byte ptr [r15 + 704], dil
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    movzx eax, cl
+    mov ecx, dword ptr [r15 + 128]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 448]
     and r8, 448
-    mov eax, dword ptr [r15 + r8 + 960]
-    jmp 1f
-1:
-    movzx edi, r8b
-    and eax, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 896], 97
-    mov r9d, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + r8 + 832], esi
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov r8d, 91
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], r8b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j6:
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    lea rcx, [rip + .Lc1_d394_s]
+    lea rcx, [rip + .Lc1_d425_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d394_s_t
-.Lc1_d394_j:
+    call .Lc1_d425_s_t
+.Lc1_d425_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d394_s:
+.Lc1_d425_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    vpcmpeqb xmm4, xmm4, xmm3
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 8128
-    and esi, dword ptr [r15 + r9 + 7488]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], r8
-    movzx r9d, r9b
-    mov edi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rdi
-    mov dword ptr [r15 + 256], r9d
-    mov byte ptr [r15 + 512], dil
-    mov dword ptr [r15 + 448], edi
-    mov ecx, dword ptr [r15 + 768]
-    mov edx, 88
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 448]
     lea rbp, [r11 + r11*1]
-    mov edx, ebp
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + rbp + 3456], rdx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r11
+    vpcmpeqb xmm0, xmm0, xmm12
+    mov byte ptr [r15 + rbp + 3456], cl
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 256], rbp
     and ebp, dword ptr [r15 + 128]
-    mov edx, 44
-    mov dword ptr [r15 + r8 + 1344], edx
-    mov byte ptr [r15 + 512], cl
-    mov byte ptr [r15 + 576], cl
-    movsxd rdx, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], ecx
+    mov ecx, 119
+    mov edx, ebp
+    mov dword ptr [r15 + 64], r8d
+    movzx edx, cl
+    mov rcx, rdx
+    mov rdx, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, 164
+    mov dword ptr [r15 + 768], ebp
+    mov byte ptr [r15 + 576], bpl
+    and ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -1086,66 +1160,101 @@ ditto_body_c1:
 .Lc1_j7:
     jz .Lc1_b1_done
 .Lc1_b1_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d478_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d478_s_t
+.Lc1_d478_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d478_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    add rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 64], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov rax, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 384], 202
+    movzx eax, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 640], rax
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 194
+    mov rcx, qword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 64]
     mov r8, r11
-    mov dword ptr [r15 + 512], 234
-    mov rax, qword ptr [r15 + 384]
-    movzx esi, al
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    vpxor xmm4, xmm4, xmm1
-    mov qword ptr [r15 + 192], rdx
-    movzx edx, byte ptr [r15 + 192]
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
-    mov rdi, qword ptr [r15 + 256]
+    mov rdx, r9
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], r8
+    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
     mov r9, r11
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + rbp + 896], 0
-    and r9, 1984
-    and ecx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r9d
+    mov rbp, r11
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov r9d, esi
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -1158,118 +1267,116 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d498_s]
+    lea rcx, [rip + .Lc1_d548_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d498_s_t
-.Lc1_d498_j:
+    call .Lc1_d548_s_t
+.Lc1_d548_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d498_s:
+.Lc1_d548_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    mov edi, r8d
-    mov esi, 249
-    mov edi, dword ptr [r15 + 256]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov esi, 211
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 320], al
+    mov r9, r11
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov r9d, edi
     jmp 1f
 1:
-    mov esi, 251
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + r8 + 7552]
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 221
     mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
+    mov r9d, 112
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 512], 251
+    mov r8d, 217
+    mov edx, 14
+    mov dword ptr [r15 + 320], 182
+    movzx edx, byte ptr [r15 + 768]
+    lock xadd qword ptr [r15 + 384], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 13
-    mov dword ptr [r15 + 64], 182
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r8d, 101
-    movsxd rcx, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 186
+    movzx esi, byte ptr [r15 + 448]
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 256], 24
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j9:
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d544_s]
+    lea rcx, [rip + .Lc1_d592_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d544_s_t
-.Lc1_d544_j:
+    call .Lc1_d592_s_t
+.Lc1_d592_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d544_s:
+.Lc1_d592_s:
     ret
     .popsection
-    mov dword ptr [r15 + 64], r8d
-    movzx r8d, r8b
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov r9, r11
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov rbp, rdi
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], r9b
-    and r9d, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 24
-    mov rbp, r11
     nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, 73
-    mov esi, dword ptr [r15 + 640]
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    movzx esi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 249
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], ecx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 448]
+    mov rbp, rdx
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    and ecx, dword ptr [r15 + 128]
     mov ebp, ecx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, 15
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    mov rbp, rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 384]
-    mov rax, rbp
-    and ecx, dword ptr [r15 + 512]
-    and ebp, dword ptr [r15 + 448]
-    mov rax, rbp
+    mov r8d, edx
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r11
+    mov dword ptr [r15 + 256], r8d
+    movsxd rdx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 640], dl
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r8, rbp
+    mov rbp, r8
     jmp 1f
 1:
     add r11, 64
@@ -1278,71 +1385,79 @@ ditto_body_c1:
 .Lc1_j10:
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    lea rcx, [rip + .Lc1_d597_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d597_s_t
-.Lc1_d597_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d597_s:
-    ret
-    .popsection
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    movzx r8d, r8b
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov edi, 45
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 192], r8b
-    mov qword ptr [r15 + 448], rcx
-    mov edx, ecx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov byte ptr [r15 + 64], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1408], 44
-    mov r8, r11
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    movzx r8d, byte ptr [r15 + 704]
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 832], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdx
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 87
+    mov esi, r8d
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 20
     mov r9, r11
     jmp 1f
 1:
-    mov edx, r8d
-    and r9, 4032
-    add rdx, qword ptr [r15 + r9 + 3392]
-    mov r9d, 7
-    mov edi, dword ptr [r15 + 384]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov byte ptr [r15 + 192], r8b
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov esi, 115
+    mov qword ptr [r15 + 448], rsi
+    mov byte ptr [r15 + 448], al
+    mov rax, qword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 153
-    movzx esi, byte ptr [r15 + 512]
-    mov r8d, 14
-    mov qword ptr [r15 + 256], r8
-    mov qword ptr [r15 + 128], rdx
+    mov rdi, qword ptr [r15 + 512]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + r8 + 896], 166
     add r11, 64
     inc rbx
     dec r13
@@ -1355,115 +1470,126 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d653_s]
+    lea rcx, [rip + .Lc1_d707_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d653_s_t
-.Lc1_d653_j:
+    call .Lc1_d707_s_t
+.Lc1_d707_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d653_s:
+.Lc1_d707_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 576]
+    mov edi, 12
+    mov byte ptr [r15 + 64], dil
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 64], 10
+    jmp 1f
+1:
+    mov eax, 11
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 2
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rax
-    mov esi, ecx
-    mov rcx, rsi
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, 245
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], sil
-    mov rcx, rcx
-    mov eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 576], rax
-    mov dword ptr [r15 + 192], 148
-    mov dword ptr [r15 + 384], esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8, r11
+    mov edi, edx
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rax, rdx
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    mov qword ptr [r15 + rbp + 3456], rbp
+    movzx edx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edi
+    mov rdi, rdi
+    mov r8d, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
     mov rbp, r11
-    mov rsi, qword ptr [r15 + 512]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r9, r11
+    mov byte ptr [r15 + 768], r9b
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movsxd r9, dword ptr [r15 + 192]
     and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j12:
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov rbp, rsi
-    movzx esi, bpl
-    jmp 1f
-1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d756_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d756_s_t
+.Lc1_d756_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d756_s:
+    ret
+    .popsection
+    movzx ecx, r9b
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 249
+    lock add qword ptr [r15 + 0], rbp
+    vpaddd xmm6, xmm6, xmm1
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], edi
-    mov byte ptr [r15 + 640], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, edi
-    mov qword ptr [r15 + 128], r9
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 192]
-    mov rdi, rdx
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    movzx r9d, dl
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov esi, 176
-    and r8, 448
+    and esi, dword ptr [r15 + 0]
     mov rbp, r11
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 448], 89
-    and rbp, 4032
-    lock add qword ptr [r15 + rbp + 3392], rbp
-    mov byte ptr [r15 + 256], r9b
-    mov ebp, 6
-    and edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 198
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 640], r9d
+    jmp 1f
+1:
+    mov r9, rsi
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    vpshufd xmm0, xmm6, 231
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 33
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 46
+    movzx r9d, r9b
+    mov r8, r11
+    mov r9d, r8d
+    movsxd rax, dword ptr [r15 + 320]
+    mov r9d, 6
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 64], r9
+    movsxd r9, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov edx, 202
+    mov byte ptr [r15 + 128], dl
+    vpxor xmm6, xmm6, xmm0
+    movsxd rdx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -1473,137 +1599,127 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d752_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d812_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d752_s_t
-.Lc1_d752_j:
+    call .Lc1_d812_s_t
+.Lc1_d812_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d752_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d812_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 33
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov edi, dword ptr [r15 + 256]
     mov rbp, r11
-    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
-    add rbp, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 16320
+    mov esi, dword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], 237
-    xor dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx edi, cl
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], ecx
+    mov rbp, r11
+    movzx edx, bpl
+    movsxd r8, dword ptr [r15 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm3
-    mov dword ptr [r15 + 704], edx
-    mov byte ptr [r15 + r9 + 1344], dl
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9, r11
+    mov edx, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], ebp
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j14:
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    lea rcx, [rip + .Lc1_d806_s]
+    lea rcx, [rip + .Lc1_d861_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d806_s_t
-.Lc1_d806_j:
+    call .Lc1_d861_s_t
+.Lc1_d861_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d806_s:
+.Lc1_d861_s:
     ret
     .popsection
-    mov qword ptr [r15 + 512], rsi
-    mov qword ptr [r15 + 256], rsi
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edi, xmm3
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 576], ymm4
-    mov rcx, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 448]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rdi
+    mov rbp, r11
+    mov r9, rbp
+    vpmovmskb edx, xmm0
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov edi, eax
-    mov dword ptr [r15 + 64], 82
-    mov r8, r11
-    mov dword ptr [r15 + 128], 77
-    add rdi, qword ptr [r15 + 192]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, ebp
-    add rax, qword ptr [r15 + 128]
-    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + rbp + 3456]
-    mov ebp, 212
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    movzx edx, byte ptr [r15 + 256]
+    mov edi, edx
+    movzx edx, byte ptr [r15 + r9 + 1408]
+    movsxd r8, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    movzx eax, cl
+    mov dword ptr [r15 + 448], 77
+    mov dword ptr [r15 + 576], 21
+    add rsi, qword ptr [r15 + r9 + 7552]
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 640]
+    mov r9d, r8d
+    mov r8d, r9d
+    mov r9d, 58
     jmp 1f
 1:
     add r11, 64
@@ -1612,22 +1728,20 @@ ditto_body_c1:
 .Lc1_j15:
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    lea rcx, [rip + .Lc1_d857_s]
+    lea rcx, [rip + .Lc1_d913_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d857_s_t
-.Lc1_d857_j:
+    call .Lc1_d913_s_t
+.Lc1_d913_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d857_s:
+.Lc1_d913_s:
     ret
     .popsection
-    mov rbp, r11
-    mov eax, 204
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 69
-    add rax, qword ptr [r15 + 64]
+    mov r9d, 204
+    mov dword ptr [r15 + 128], 69
+    add r8, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 66
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -1636,45 +1750,47 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 65
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], ecx
-    mov r9, r11
-    mov rcx, r9
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    mov r8, qword ptr [r15 + 448]
+    mov rdi, r8
     mov dword ptr [r15 + 64], 42
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    mov esi, dword ptr [r15 + 384]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 8128
-    add rsi, qword ptr [r15 + r9 + 7488]
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 1344]
+    and rbp, 448
+    mov r8, r11
+    mov eax, dword ptr [r15 + rbp + 896]
+    and r8, 4032
+    add rdi, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 256], r9b
+    and r8d, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    movzx r9d, cl
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 512], ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    movzx eax, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -1687,277 +1803,286 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d911_s]
+    lea rcx, [rip + .Lc1_d967_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d911_s_t
-.Lc1_d911_j:
+    call .Lc1_d967_s_t
+.Lc1_d967_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d911_s:
+.Lc1_d967_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 128], r9
-    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rax
+    mov ecx, 238
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], al
-    movzx eax, r9b
-    mov dword ptr [r15 + 384], eax
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9, r11
+    mov qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + 128], eax
+    movsxd rax, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx esi, cl
+    mov byte ptr [r15 + 192], sil
+    movzx esi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r9d, cl
+    jmp 1f
+1:
+    vmovq xmm0, rax
+    movzx eax, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 448]
     mov rbp, r11
+    mov r9, r11
+    mov edx, dword ptr [r15 + 128]
     mov r8, r11
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    and r8, 1984
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r8 + 1344]
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 256], ymm3
+    and esi, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm0
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j17:
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    lea rcx, [rip + .Lc1_d960_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d960_s_t
-.Lc1_d960_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d960_s:
-    ret
-    .popsection
+    add rdx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 190
+    mov rsi, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 34
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], esi
+    jmp 1f
+1:
     mov rbp, r11
-    and r8d, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    vpmovmskb ebp, xmm4
-    mov edx, ebp
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov edi, 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
     and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    mov edx, ecx
-    mov rcx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 7552]
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, r11
-    add rsi, qword ptr [r15 + 64]
-    add r9, qword ptr [r15 + 704]
+    and r8d, dword ptr [r15 + r9 + 7488]
     and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 448], edi
-    mov rdi, qword ptr [r15 + 64]
+    add r9, qword ptr [r15 + rbp + 1344]
+    mov rbp, r9
+    mov r9d, ebp
     jmp 1f
 1:
-    mov ebp, 168
-    movzx eax, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 256], eax
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov rax, rbp
+    mov dword ptr [r15 + 256], r8d
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
+    vpmovmskb r8d, xmm6
+    mov edi, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov eax, ebp
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], dil
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j18:
     jz .Lc1_b1_done
 .Lc1_b1_c18:
+    lea rcx, [rip + .Lc1_d1073_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1073_s_t
+.Lc1_d1073_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1073_s:
+    ret
+    .popsection
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov eax, 151
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 151
+    mov rdi, rcx
+    vpmovmskb ecx, xmm0
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    vpmovmskb ebp, xmm3
+    mov rdi, rbp
+    mov ebp, 36
+    mov rdi, qword ptr [r15 + 384]
+    mov rbp, r11
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 448]
+    mov rdx, rcx
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm3
-    mov r8, rax
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, 28
-    mov rax, r8
-    mov dword ptr [r15 + 512], 1
-    mov r8d, 69
-    mov rax, r8
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 64]
+    mov edx, 69
+    mov dword ptr [r15 + 448], edx
+    movzx edx, byte ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov r8d, ebp
+    mov qword ptr [r15 + 192], rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
+    vmovq qword ptr [r15 + 64], xmm0
+    movzx edi, cl
+    mov dword ptr [r15 + 512], 240
+    mov edi, ecx
+    mov rcx, qword ptr [r15 + 256]
     mov r9, r11
-    movzx eax, r9b
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 64], al
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 384], rax
-    mov rax, r9
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 768]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 320]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9, rdi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j19:
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    lea rcx, [rip + .Lc1_d1066_s]
+    lea rcx, [rip + .Lc1_d1127_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1066_s_t
-.Lc1_d1066_j:
+    call .Lc1_d1127_s_t
+.Lc1_d1127_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1066_s:
+.Lc1_d1127_s:
     ret
     .popsection
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm7
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, r9d
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov byte ptr [r15 + 0], al
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov rax, rax
+    add r9, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r8d
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov r8d, 196
+    jmp 1f
+1:
+    mov r8d, 159
+    mov esi, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 576]
     mov r9, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ecx, r9b
-    movzx r9d, cl
-    mov r8, r11
-    add rcx, qword ptr [r15 + 128]
-    mov r9d, 119
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 512], r9b
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r8
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 192]
-    mov rsi, r8
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
-    mov dword ptr [r15 + 512], edx
-    movzx r8d, byte ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 128]
-    mov edi, edx
-    jmp 1f
-1:
-    mov rdx, rcx
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j20:
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d1120_s]
+    lea rcx, [rip + .Lc1_d1182_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1120_s_t
-.Lc1_d1120_j:
+    call .Lc1_d1182_s_t
+.Lc1_d1182_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1120_s:
+.Lc1_d1182_s:
     ret
     .popsection
     jmp 1f
@@ -1968,181 +2093,182 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
+    mov rcx, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov ebp, r8d
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 235
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 384], 248
-    mov r9d, 45
-    mov dword ptr [r15 + 64], 19
+    lock xadd qword ptr [r15 + 0], rcx
     mov r9, r11
-    movzx eax, r9b
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 192]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov r9d, edx
+    mov dword ptr [r15 + 512], r9d
+    mov r9, r11
     jmp 1f
 1:
-    mov eax, ebp
+    jmp 1f
+1:
     and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, r9d
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 704]
-    vmovdqu xmm3, xmmword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 211
+    mov dword ptr [r15 + 256], 44
+    mov r9d, 46
+    mov dword ptr [r15 + 512], 138
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r9d, edi
+    and edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], edi
+    mov edi, edx
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 704]
+    mov eax, edi
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    vmovdqu xmm6, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j21:
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d1176_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1176_s_t
-.Lc1_d1176_j:
+    lea rcx, [rip + .Lc1_d1235_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1235_s_t
+.Lc1_d1235_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1176_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1235_s:
     ret
     .popsection
-    mov qword ptr [r15 + 128], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], ecx
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, ecx
-    mov eax, ecx
-    mov ecx, 10
-    mov dword ptr [r15 + 192], 44
-    mov rax, qword ptr [r15 + 448]
+    mov r9d, eax
+    mov eax, r9d
+    mov r9, rax
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov ecx, ebp
-    mov rbp, rcx
-    mov dword ptr [r15 + 384], 186
+    mov ecx, 180
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 39
+    movsxd r9, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
     mov rbp, r11
-    mov ecx, 82
-    mov byte ptr [r15 + 256], cl
-    and rbp, 1984
-    mov r8, r11
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov ecx, 186
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 512]
     mov r8d, ebp
-    mov rbp, r11
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 768], eax
-    mov eax, ecx
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 128], rax
-    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r8d
+    movsxd r8, dword ptr [r15 + 448]
+    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    mov byte ptr [r15 + 256], r8b
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], 42
+    mov ecx, ecx
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov r8d, ecx
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movsxd rsi, dword ptr [r15 + 192]
     jmp 1f
 1:
+    mov dword ptr [r15 + 768], ebp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j22:
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    lea rcx, [rip + .Lc1_d1224_s]
+    lea rcx, [rip + .Lc1_d1285_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1224_s_t
-.Lc1_d1224_j:
+    call .Lc1_d1285_s_t
+.Lc1_d1285_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1224_s:
+.Lc1_d1285_s:
     ret
     .popsection
+    movsxd r8, dword ptr [r15 + 192]
     lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 512]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 896]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov edx, 232
+    add rdi, qword ptr [r15 + 448]
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 55
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, cl
-    jmp 1f
-1:
+    mov edx, 131
+    and r9, 8128
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + r9 + 7488], 236
     jmp 1f
 1:
-    mov edi, 127
-    movzx edx, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 512]
-    movzx r9d, dil
-    add rdx, qword ptr [r15 + 640]
-    mov edi, 157
-    movzx edi, byte ptr [r15 + 64]
-    mov rdx, rdi
-    mov edi, dword ptr [r15 + rbp + 1408]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 94
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, r8b
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    movzx r9d, r8b
+    movzx r8d, r9b
+    mov qword ptr [r15 + 640], r8
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rdx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, r8b
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov r9d, 92
+    movzx r9d, r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
     jmp 1f
 1:
     add r11, 64
@@ -2151,387 +2277,412 @@ ditto_body_c1:
 .Lc1_j23:
     jz .Lc1_b1_done
 .Lc1_b1_c23:
-    mov qword ptr [r15 + 768], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d1344_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1344_s_t
+.Lc1_d1344_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1344_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    movzx edi, r8b
+    mov rdx, qword ptr [r15 + 448]
+    movzx ebp, dl
     mov r8, r11
+    mov eax, r8d
+    mov rcx, qword ptr [r15 + 768]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    vmovdqu xmmword ptr [r15 + 384], xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    vmovdqu ymmword ptr [r15 + 704], ymm12
-    mov dword ptr [r15 + 64], edi
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    mov edi, r8d
-    and eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r8d
+    movzx edx, cl
     and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov r8d, edi
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8, rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 151
+    and r8d, dword ptr [r15 + 192]
+    mov ecx, r8d
     mov r8, r11
-    mov esi, r8d
+    movsxd rsi, dword ptr [r15 + 64]
+    and r8, 16320
+    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm5
+    mov r8d, dword ptr [r15 + 320]
+    mov edx, r8d
     jmp 1f
 1:
-    movzx esi, al
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 128]
-    vpcmpeqb xmm12, xmm12, xmm11
-    mov byte ptr [r15 + 192], dil
-    mov rdi, qword ptr [r15 + 384]
-    lock add qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 256], esi
+    mov r8, qword ptr [r15 + 512]
     mov edi, r8d
     mov r8d, edi
+    mov edi, r8d
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j24:
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d1335_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1335_s_t
-.Lc1_d1335_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1335_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov rsi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov dword ptr [r15 + 448], 73
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rax
-    mov rbp, r11
-    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm5, xmm5, xmm11
+    mov rsi, rdi
+    mov edi, esi
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r9, r11
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], r9d
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 192], xmm5
     mov rbp, r11
+    mov r9, r11
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    add r8, qword ptr [r15 + 576]
     and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + r9 + 3392], r9
+    jmp 1f
+1:
+    mov r9d, eax
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 640]
-    add rbp, qword ptr [r15 + 384]
-    mov r9d, 141
     jmp 1f
 1:
-    mov r9d, edx
-    mov rdx, r9
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], esi
+    mov eax, 180
+    jmp 1f
+1:
+    mov eax, 81
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov rax, rbp
+    mov ebp, eax
+    mov eax, 100
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j25:
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1384_s]
+    lea rcx, [rip + .Lc1_d1453_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1384_s_t
-.Lc1_d1384_j:
+    call .Lc1_d1453_s_t
+.Lc1_d1453_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1384_s:
+.Lc1_d1453_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 26
-    mov dword ptr [r15 + 320], edx
-    movsxd rdx, dword ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov rbp, rcx
+    movzx eax, bpl
+    mov ebp, 75
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, rcx
-    mov ecx, 203
-    jmp 1f
-1:
-    mov ecx, 1
+    mov ecx, 6
+    mov edx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 704]
     jmp 1f
 1:
+    mov rbp, rbp
     jmp 1f
 1:
-    mov ecx, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dil
-    mov rdi, rcx
-    jmp 1f
-1:
-    mov r8, r11
-    add rdi, qword ptr [r15 + 320]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], cl
-    mov rbp, r11
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, dil
-    jmp 1f
-1:
-    or qword ptr [r15 + 64], 88
+    and ecx, dword ptr [r15 + 384]
     mov ebp, dword ptr [r15 + 512]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    add rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edi, ebp
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm5
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 256]
+    and rbp, 4032
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 192], edi
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov r9, r11
+    mov dword ptr [r15 + 320], 220
+    and esi, dword ptr [r15 + 128]
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j26:
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    lea rcx, [rip + .Lc1_d1437_s]
+    lea rcx, [rip + .Lc1_d1508_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1437_s_t
-.Lc1_d1437_j:
+    call .Lc1_d1508_s_t
+.Lc1_d1508_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1437_s:
+.Lc1_d1508_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], 80
+    mov rsi, rcx
+    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 768], rcx
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 157
     jmp 1f
 1:
     .byte 0x66, 0x90
-    mov ecx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    and r9, 448
     mov rbp, r11
-    mov edx, ebp
-    mov qword ptr [r15 + 256], rdx
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, dl
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, dword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 64]
+    mov rbp, r11
+    and edx, dword ptr [r15 + r9 + 896]
+    movsxd r9, dword ptr [r15 + 256]
     and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
+    mov dword ptr [r15 + rbp + 3392], 70
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    movzx ebp, r9b
-    mov r9d, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], r9
-    mov r9d, dword ptr [r15 + 576]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 64]
-    and r8, 1984
-    and r9d, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov eax, 103
-    mov dword ptr [r15 + 704], 5
-    mov eax, ecx
+    mov ebp, 6
+    movzx eax, byte ptr [r15 + 128]
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j27:
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1488_s]
+    lea rcx, [rip + .Lc1_d1559_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1488_s_t
-.Lc1_d1488_j:
+    call .Lc1_d1559_s_t
+.Lc1_d1559_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1488_s:
+.Lc1_d1559_s:
     ret
     .popsection
-    mov r8, r11
-    mov r9, r11
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    lea r9, [r11 + r11*1]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov ebp, 159
+    mov qword ptr [r15 + 256], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 159
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7552], xmm0
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 89
+    mov edx, edx
+    and rbp, 4032
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    mov byte ptr [r15 + 128], dil
-    mov edi, 231
-    mov dword ptr [r15 + 128], 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edi
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 192], bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 27
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdi
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], ebp
+    mov ebp, 209
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 640]
-    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov edx, 96
-    mov dword ptr [r15 + 512], 118
+    movzx edi, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r8d, 255
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j28:
     jz .Lc1_b1_done
 .Lc1_b1_c28:
-    mov qword ptr [r15 + 768], rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d1612_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1612_s_t
+.Lc1_d1612_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1612_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], r8d
+    mov dword ptr [r15 + 704], 131
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 222
+    mov rax, r8
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 192]
+    and r9, 8128
+    add rax, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + r8 + 832], r9
+    vmovq xmm6, rcx
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
     mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 96
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    lock add qword ptr [r15 + 192], rdx
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov edx, ebp
-    mov dword ptr [r15 + 704], 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov rdx, rbp
-    movzx ebp, dl
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov esi, 31
-    mov edx, esi
+    mov ecx, ebp
     and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 384], 33
-    mov qword ptr [r15 + 256], rdx
+    add rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, 190
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], esi
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
-    mov rdx, rdx
-    mov esi, edx
-    mov rbp, r11
+    movzx ebp, r8b
     jmp 1f
 1:
-    and rbp, 448
-    add rsi, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], rcx
     mov ebp, 116
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -2540,225 +2691,231 @@ ditto_body_c1:
 .Lc1_j29:
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    lea rcx, [rip + .Lc1_d1587_s]
+    lea rcx, [rip + .Lc1_d1665_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1587_s_t
-.Lc1_d1587_j:
+    call .Lc1_d1665_s_t
+.Lc1_d1665_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1587_s:
+.Lc1_d1665_s:
     ret
     .popsection
-    jmp 1f
-1:
-    movzx esi, bpl
-    mov ebp, esi
-    mov esi, 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov byte ptr [r15 + 128], sil
-    vpmovmskb esi, xmm0
-    movzx ebp, sil
-    mov dword ptr [r15 + 192], 85
-    mov rbp, rcx
-    mov esi, ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rcx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    movsxd rsi, dword ptr [r15 + 448]
-    mov ebp, 5
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
     mov r8, r11
-    movzx eax, r8b
     jmp 1f
 1:
-    mov rax, rcx
+    mov ebp, ebp
     and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8, rax
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm5
+    movzx r8d, cl
+    mov ecx, 31
+    mov r8d, ecx
     jmp 1f
 1:
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 142
+    mov qword ptr [r15 + 192], rbp
+    or qword ptr [r15 + 256], 124
+    mov ecx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov qword ptr [r15 + 192], r8
+    mov rcx, r8
     and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov qword ptr [r15 + 128], rcx
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 128]
+    mov rdi, rdx
+    jmp 1f
+1:
+    mov edx, 39
+    mov rax, rdx
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    movzx eax, r8b
+    movzx r8d, al
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j30:
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1647_s]
+    lea rcx, [rip + .Lc1_d1728_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1647_s_t
-.Lc1_d1647_j:
+    call .Lc1_d1728_s_t
+.Lc1_d1728_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1647_s:
+.Lc1_d1728_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], r8d
-    add r8, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    movzx r9d, dl
-    mov edx, r9d
-    mov r9, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    mov edx, 18
-    jmp 1f
-1:
-    movzx edx, r8b
-    jmp 1f
-1:
     mov r8, r11
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 448]
+    mov r8d, 140
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 192]
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + 384], 47
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    vmovq qword ptr [r15 + 128], xmm6
+    movzx ebp, r8b
+    movsxd r8, dword ptr [r15 + 512]
+    mov esi, r8d
+    movsxd r8, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], r8
     mov r8, r11
-    mov rbp, r8
-    mov ebp, ebp
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 640]
     and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    add r9, qword ptr [r15 + 320]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 384], rsi
-    mov byte ptr [r15 + 640], dil
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + r8 + 7488]
+    vmovq qword ptr [r15 + 64], xmm14
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j31:
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    lea rcx, [rip + .Lc1_d1701_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1701_s_t
-.Lc1_d1701_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1701_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 256], 230
+    mov dword ptr [r15 + 448], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, 248
+    mov dword ptr [r15 + 0], 36
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, sil
-    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 67
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 768]
     mov r8, r11
-    mov qword ptr [r15 + 512], r8
+    movzx edi, r8b
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8d, dword ptr [r15 + 192]
+    mov r9d, 85
+    mov esi, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov esi, r9d
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 320]
+    mov ebp, 245
+    jmp 1f
+1:
+    movzx ebp, r8b
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 256]
+    mov r9d, 251
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
     and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 128]
-    mov eax, 85
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8d, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 576], ebp
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    add r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov edx, ebp
-    mov ebp, 91
-    mov ebp, ebp
-    mov dword ptr [r15 + 768], ebp
-    mov ebp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -2768,324 +2925,366 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d1760_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1844_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d1760_s_t
-.Lc1_d1760_j:
+    call .Lc1_d1844_s_t
+.Lc1_d1844_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1760_s:
+.Lc1_d1844_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, bpl
-    movsxd rax, dword ptr [r15 + 512]
-    mov ecx, 240
-    mov r9, r11
-    and rbp, 448
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov qword ptr [r15 + 384], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], 146
-    mov ebp, 193
-    .byte 0x0f, 0x1f, 0x00
-    mov ebp, dword ptr [r15 + 384]
+    mov r8d, ecx
+    mov eax, 6
+    mov qword ptr [r15 + 0], rax
+    add rcx, qword ptr [r15 + 0]
+    movzx r8d, cl
+    movzx ecx, r8b
     jmp 1f
 1:
     mov r8, r11
-    add rbp, qword ptr [r15 + 128]
-    mov esi, ebp
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov r8, rbp
+    mov rax, r8
+    mov byte ptr [r15 + 0], al
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
+    mov edx, r8d
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x00
+    mov esi, dword ptr [r15 + 448]
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1344]
+    vpcmpeqb xmm6, xmm6, xmm7
+    mov qword ptr [r15 + 320], rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r9
+    mov eax, r8d
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 192], 75
+    movzx r8d, byte ptr [r15 + 128]
+    mov ebp, 89
+    mov rdi, rbp
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
     movzx edi, r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], sil
-    mov rsi, rsi
     mov rdi, qword ptr [r15 + 256]
     mov dword ptr [r15 + 640], edi
-    movzx edi, bpl
+    and r9, 16320
+    mov edi, dword ptr [r15 + r9 + 15680]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j33:
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    lea rcx, [rip + .Lc1_d1814_s]
+    lea rcx, [rip + .Lc1_d1913_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1814_s_t
-.Lc1_d1814_j:
+    call .Lc1_d1913_s_t
+.Lc1_d1913_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1814_s:
+.Lc1_d1913_s:
     ret
     .popsection
+    add rdi, qword ptr [r15 + 0]
+    movzx r9d, dil
+    movzx edi, r9b
+    mov byte ptr [r15 + 0], dil
+    mov rdi, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
     and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 256]
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7552]
-    mov r9, r11
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    add rdi, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], rbp
+    mov r8, r11
+    mov dword ptr [r15 + 448], r8d
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r8
+    mov dword ptr [r15 + 64], 189
+    mov rdx, qword ptr [r15 + 512]
+    mov r8d, 182
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 448]
+    lea r9, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 128]
+    mov rsi, r8
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov qword ptr [r15 + 512], rbp
-    mov r9, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], r9d
-    mov qword ptr [r15 + 448], rcx
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 203
-    jmp 1f
-1:
-    mov r9, r11
-    movzx ecx, r9b
-    mov byte ptr [r15 + rbp + 7616], cl
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 320], cl
-    mov ecx, 189
-    and r9d, dword ptr [r15 + 64]
-    movzx ecx, r9b
-    mov r9d, dword ptr [r15 + 128]
-    add r9, qword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 64]
-    mov rdi, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7488], 122
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + r9 + 896], r9b
+    mov dword ptr [r15 + r9 + 832], 80
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j34:
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    mov ecx, 118
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 512]
-    movzx ecx, dil
-    add rcx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, dil
-    mov r8, r11
-    mov qword ptr [r15 + 384], r8
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 576]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 448]
-    and rbp, 1984
-    and edi, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 88
-    mov dword ptr [r15 + 128], 25
-    and r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    mov rcx, rcx
-    movzx ebp, byte ptr [r15 + 64]
-    movzx ecx, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j35:
-    jz .Lc1_b1_done
-.Lc1_b1_c35:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1
+    test dword ptr [r15 + 67117724], 2048
     setz al
-    lea rcx, [rip + .Lc1_d1918_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1918_s_t
-.Lc1_d1918_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1918_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    add rcx, qword ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 640]
-    mov eax, 255
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 704], rdx
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 64
-    jmp 1f
-1:
-    mov r9, r9
-    mov edx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 34
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, bpl
-    and edx, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 512]
-    vpxor xmm12, xmm12, xmm2
-    mov dword ptr [r15 + 448], 98
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, r11
-    mov eax, 61
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j36:
-    jz .Lc1_b1_done
-.Lc1_b1_c36:
     lea rcx, [rip + .Lc1_d1968_s]
-    add rcx, qword ptr [r15 + 67117728]
+    lea rcx, [rcx + rax*8]
     call .Lc1_d1968_s_t
 .Lc1_d1968_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
 .Lc1_d1968_s:
     ret
+    .p2align 3, 0xcc
+    ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 239
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 256]
+    movzx r8d, bpl
+    mov ebp, 138
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 56
-    mov qword ptr [r15 + 256], rsi
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    movzx eax, byte ptr [r15 + 128]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 27
-    mov byte ptr [r15 + 768], al
+    mov rbp, rsi
+    movzx esi, bpl
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov esi, 141
+    mov qword ptr [r15 + 448], rsi
+    and rbp, 1984
+    and esi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ebp
+    movzx edi, bpl
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 64]
+    and edi, dword ptr [r15 + 128]
+    movzx edx, dil
+    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    movzx ebp, byte ptr [r15 + 576]
     mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r9
-    vmovdqu ymmword ptr [r15 + 128], ymm5
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j35:
+    jz .Lc1_b1_done
+.Lc1_b1_c35:
+    lea rcx, [rip + .Lc1_d2020_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2020_s_t
+.Lc1_d2020_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2020_s:
+    ret
+    .popsection
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 102
+    and rbp, 448
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 832], 229
+    jmp 1f
+1:
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov r9, rcx
+    add rcx, qword ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 33
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, 177
+    mov qword ptr [r15 + 64], r8
+    mov r8d, 52
+    jmp 1f
+1:
+    mov r8d, 165
+    mov byte ptr [r15 + 384], r8b
+    vpxor xmm6, xmm6, xmm13
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 146
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j36:
+    jz .Lc1_b1_done
+.Lc1_b1_c36:
+    lea rcx, [rip + .Lc1_d2072_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2072_s_t
+.Lc1_d2072_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2072_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 239
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    mov edx, 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 190
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 64]
+    mov rbp, r11
+    add rdx, qword ptr [r15 + 512]
     and rbp, 4032
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 448]
-    or qword ptr [r15 + 320], 116
+    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r9
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 768], bpl
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov qword ptr [r15 + 384], rdx
+    mov edx, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 192], ymm11
+    movzx eax, bpl
+    mov ebp, dword ptr [r15 + 576]
+    movzx eax, bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 112
+    vpshufd xmm11, xmm7, 10
+    movzx edi, byte ptr [r15 + 128]
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov byte ptr [r15 + 320], dil
     add r11, 64
     inc rbx
     dec r13
@@ -3098,393 +3297,394 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d2018_s]
+    lea rcx, [rip + .Lc1_d2125_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2018_s_t
-.Lc1_d2018_j:
+    call .Lc1_d2125_s_t
+.Lc1_d2125_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2018_s:
+.Lc1_d2125_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    add rcx, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov rax, rbp
-    mov qword ptr [r15 + 64], rax
-    mov byte ptr [r15 + 320], cl
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 0], 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
+    movsxd rcx, dword ptr [r15 + 64]
     mov r9, r11
-    mov rdi, qword ptr [r15 + 448]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9, rcx
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov edx, ecx
+    mov byte ptr [r15 + 384], r9b
+    mov byte ptr [r15 + 448], al
+    movzx eax, byte ptr [r15 + 128]
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    mov r9, rax
+    movzx eax, r9b
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 256]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r8, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov rdi, rcx
-    mov ecx, edi
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 106
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + rbp + 7552], edx
-    mov edx, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 640], ymm12
+    mov ecx, ecx
+    mov r8d, dword ptr [r15 + 320]
+    mov rbp, r8
+    mov r8d, ebp
+    mov rbp, r11
+    movzx edx, bpl
+    add rax, qword ptr [r15 + r9 + 1408]
+    vmovq qword ptr [r15 + 192], xmm6
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 128]
+    mov edx, 84
+    mov dword ptr [r15 + 640], edx
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j38:
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d2069_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2069_s_t
-.Lc1_d2069_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2069_s:
-    ret
-    .popsection
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 154
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 169
+    mov eax, ebp
+    vpshufd xmm5, xmm11, 65
+    mov byte ptr [r15 + 704], dl
+    movsxd rdx, dword ptr [r15 + 128]
+    and eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, 6
+    mov byte ptr [r15 + 768], bpl
+    jmp 1f
+1:
+    mov ebp, eax
+    movzx eax, bpl
+    and eax, dword ptr [r15 + 448]
     mov rbp, r11
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 320], rdx
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov rbp, r11
-    vpshufd xmm3, xmm2, 122
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdx
-    and rbp, 1984
-    and edx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    mov ecx, 6
-    add rcx, qword ptr [r15 + 192]
-    and edx, dword ptr [r15 + 448]
-    vmovq qword ptr [r15 + 64], xmm3
-    movzx esi, bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rcx
+    mov rdi, rbp
     and rbp, 4032
-    and esi, dword ptr [r15 + rbp + 3392]
+    mov rdi, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov ebp, 162
-    mov rcx, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], ecx
+    and edx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
+    mov r8, r11
+    mov r9, r11
+    mov dword ptr [r15 + 320], r9d
+    jmp 1f
+1:
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov r8d, r9d
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j39:
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov rbp, r11
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    lea rcx, [rip + .Lc1_d2234_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2234_s_t
+.Lc1_d2234_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2234_s:
+    ret
+    .popsection
+    mov r9, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 134
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov r8, rcx
-    mov ecx, r8d
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, r9
     mov dword ptr [r15 + 320], ecx
-    mov dword ptr [r15 + 448], 126
+    mov rcx, r9
+    movzx r9d, byte ptr [r15 + 640]
+    mov r8, r11
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movzx r8d, dl
+    mov r8, r11
+    jmp 1f
+1:
+    mov rsi, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    and r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 228
+    mov r8d, ecx
+    mov ecx, dword ptr [r15 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + rbp + 7552]
+    movzx eax, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    and edi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    inc dword ptr [r15 + 128]
-    movzx ebp, r8b
-    mov qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 3
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov edi, 182
-    mov dword ptr [r15 + 192], 231
+    mov r9d, 113
+    mov r9d, 155
+    mov qword ptr [r15 + 192], r9
+    mov r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j40:
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d2175_s]
+    lea rcx, [rip + .Lc1_d2286_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2175_s_t
-.Lc1_d2175_j:
+    call .Lc1_d2286_s_t
+.Lc1_d2286_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2175_s:
+.Lc1_d2286_s:
     ret
     .popsection
+    mov dword ptr [r15 + 128], edi
+    mov edi, dword ptr [r15 + 256]
+    movzx r9d, dil
+    mov edi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, r8d
-    movzx r8d, cl
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 6
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
     and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov dword ptr [r15 + r8 + 3392], 66
+    movzx esi, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 704], 216
+    movzx ecx, byte ptr [r15 + 704]
+    mov eax, ecx
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], 27
-    mov r8, qword ptr [r15 + 384]
-    movzx edx, r8b
-    mov dword ptr [r15 + 640], 219
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov byte ptr [r15 + 192], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    mov r9, qword ptr [r15 + 256]
-    add rdx, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + r8 + 3456], 190
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j41:
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    lea rcx, [rip + .Lc1_d2226_s]
+    lea rcx, [rip + .Lc1_d2336_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2226_s_t
-.Lc1_d2226_j:
+    call .Lc1_d2336_s_t
+.Lc1_d2336_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2226_s:
+.Lc1_d2336_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 576]
-    mov ecx, r9d
-    mov dword ptr [r15 + 192], ecx
-    vmovdqu ymmword ptr [r15 + 448], ymm9
-    mov qword ptr [r15 + 384], r9
-    mov dword ptr [r15 + 768], 43
+    mov dword ptr [r15 + 0], 110
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rbp
+    mov eax, ecx
+    mov dword ptr [r15 + 384], eax
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    mov dword ptr [r15 + 128], 43
+    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
-    mov rcx, r9
-    mov byte ptr [r15 + 128], cl
-    mov r9, r11
-    add rcx, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 384]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov r9d, edi
+    mov rcx, rbp
+    add rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 320]
+    mov edi, r9d
     jmp 1f
 1:
-    mov r9, rcx
+    mov r9, rax
     .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
     mov r9, rcx
     mov ecx, r9d
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], r9d
+    mov dword ptr [r15 + 64], ecx
     mov r9, r11
+    add rax, qword ptr [r15 + 768]
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 256]
-    mov rbp, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm8
-    mov dword ptr [r15 + 320], 129
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 256]
+    and r8, 448
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j42:
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea rcx, [rip + .Lc1_d2278_s]
+    lea rcx, [rip + .Lc1_d2388_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2278_s_t
-.Lc1_d2278_j:
+    call .Lc1_d2388_s_t
+.Lc1_d2388_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2278_s:
+.Lc1_d2388_s:
     ret
     .popsection
-    and esi, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 123
+    mov ecx, ecx
+    mov ecx, 132
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], r8
+    movzx ecx, byte ptr [r15 + 448]
+    xor dword ptr [r15 + 512], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm3, xmm3, xmm9
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    and r8, 8128
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7552], r9
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 236
+    mov esi, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], edx
+    jmp 1f
+1:
+    mov edx, 220
     mov rbp, r11
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 128], rax
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 64], rcx
-    movsxd rcx, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 320], 33
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1408]
-    mov edx, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    mov r9d, 220
-    mov r9d, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    mov qword ptr [r15 + r8 + 1344], rdi
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + r9 + 7488], rdi
     .byte 0x0f, 0x1f, 0x00
     add r11, 64
     inc rbx
@@ -3492,182 +3692,182 @@ ditto_body_c1:
 .Lc1_j43:
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2329_s]
+    lea rcx, [rip + .Lc1_d2439_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2329_s_t
-.Lc1_d2329_j:
+    call .Lc1_d2439_s_t
+.Lc1_d2439_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2329_s:
+.Lc1_d2439_s:
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 256], rdi
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rcx, rdi
-    mov qword ptr [r15 + 704], rcx
-    mov r9, r11
-    mov byte ptr [r15 + 768], r9b
-    mov byte ptr [r15 + 192], r8b
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], 95
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
+    mov rdi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov esi, ebp
+    mov byte ptr [r15 + 320], sil
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 80
-    mov byte ptr [r15 + 448], r9b
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 704], rbp
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 133
-    movzx r9d, byte ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 384]
-    movzx esi, dil
-    mov edi, dword ptr [r15 + r8 + 3456]
-    mov r8, r11
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + 256]
+    mov eax, 8
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 768], cl
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    mov ebp, dword ptr [r15 + 192]
     movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j44:
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm3, xmm3, xmm1
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 12
-    mov r8d, dword ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d2491_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2491_s_t
+.Lc1_d2491_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2491_s:
+    ret
+    .popsection
     mov rbp, r11
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 320]
-    mov rdx, rax
     and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
-    mov r9, r11
-    mov dword ptr [r15 + 256], r9d
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r9, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    mov dword ptr [r15 + 384], 146
-    mov rax, qword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 179
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rbp
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], r8b
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov rbp, r8
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 640]
+    and ecx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    vpxor xmm14, xmm14, xmm0
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 70
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j45:
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d2430_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2430_s_t
-.Lc1_d2430_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2430_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rcx, rax
-    movzx eax, byte ptr [r15 + 448]
+    lea r8, [r11 + r11*1]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + 0], 119
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 320]
+    movzx edi, bpl
+    mov rbp, qword ptr [r15 + 192]
+    mov rsi, rbp
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 0
+    mov eax, edx
+    add rdx, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 512]
     mov r9, r11
-    mov rcx, r9
-    mov rsi, qword ptr [r15 + 128]
-    mov r8, r11
+    and esi, dword ptr [r15 + 256]
+    and ebp, dword ptr [r15 + 768]
     and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    movzx r9d, cl
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    movsxd r8, dword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 64], cl
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9, rax
+    mov dword ptr [r15 + 64], 16
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov r8, qword ptr [r15 + 64]
+    mov r9d, r8d
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 97
-    movzx r8d, byte ptr [r15 + 384]
-    add r9, qword ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 448], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -3677,27 +3877,16 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d2479_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d2589_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2479_s_t
-.Lc1_d2479_j:
+    call .Lc1_d2589_s_t
+.Lc1_d2589_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2479_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2589_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -3706,106 +3895,108 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rcx
+    mov qword ptr [r15 + 256], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, 134
-    and ecx, dword ptr [r15 + 256]
     lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 448]
-    mov esi, 231
+    add r9, qword ptr [r15 + 64]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movzx esi, byte ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 64], 8
-    mov qword ptr [r15 + 192], rcx
-    mov rbp, r11
-    add rcx, qword ptr [r15 + 768]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + rbp + 7552], ebp
+    mov ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 576]
+    and ecx, dword ptr [r15 + 448]
+    mov eax, 17
+    movzx eax, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov ebp, 224
+    movzx ebp, byte ptr [r15 + 320]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov dword ptr [r15 + 192], 133
+    mov qword ptr [r15 + 576], rbp
+    add rax, qword ptr [r15 + 128]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], esi
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j47:
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea rcx, [rip + .Lc1_d2531_s]
+    lea rcx, [rip + .Lc1_d2636_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2531_s_t
-.Lc1_d2531_j:
+    call .Lc1_d2636_s_t
+.Lc1_d2636_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2531_s:
+.Lc1_d2636_s:
     ret
     .popsection
+    mov esi, 215
+    mov byte ptr [r15 + 320], sil
+    movsxd rsi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 108
-    mov rbp, rbp
-    mov dword ptr [r15 + 192], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], ecx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 128], 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 248
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
     lea rbp, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 192]
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3456]
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov rbp, r11
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    and r8, 448
+    and esi, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 248
-    movsxd rbp, dword ptr [r15 + 384]
     mov qword ptr [r15 + 512], rbp
-    mov ebp, 60
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    vpxor xmm14, xmm14, xmm4
     mov rbp, r11
-    jmp 1f
-1:
+    mov dword ptr [r15 + 448], 59
     and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
+    mov edi, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    vmovdqu xmm12, xmmword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 256], 94
-    mov dword ptr [r15 + 704], ebp
+    jmp 1f
+1:
+    mov rdx, r8
     add r11, 64
     inc rbx
     dec r13
@@ -3815,508 +4006,535 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d2583_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2690_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2583_s_t
-.Lc1_d2583_j:
+    call .Lc1_d2690_s_t
+.Lc1_d2690_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2583_s:
+.Lc1_d2690_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm6
-    movzx ebp, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 192], cl
     jmp 1f
 1:
-    movzx ebp, bpl
+    movzx ecx, cl
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rcx
+    mov r9, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rcx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9d, dword ptr [r15 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
     movzx ecx, cl
-    mov byte ptr [r15 + 64], cl
-    mov byte ptr [r15 + 512], bpl
-    movzx ebp, byte ptr [r15 + 192]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 41
     mov r8, r11
-    movzx esi, byte ptr [r15 + 64]
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    and esi, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7552], 41
-    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 768], r8b
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], edi
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j49:
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    lea rcx, [rip + .Lc1_d2629_s]
+    lea rcx, [rip + .Lc1_d2751_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2629_s_t
-.Lc1_d2629_j:
+    call .Lc1_d2751_s_t
+.Lc1_d2751_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2629_s:
+.Lc1_d2751_s:
     ret
     .popsection
-    mov ecx, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r8, r11
-    add r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
     and r8, 4032
-    and r9d, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 192]
-    and ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], ecx
-    mov rcx, r8
-    movzx r8d, cl
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    mov qword ptr [r15 + 64], r9
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 169
+    and rbp, 16320
+    movzx edi, byte ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    mov ebp, 110
+    mov qword ptr [r15 + 64], rbp
+    mov ebp, ecx
+    and ecx, dword ptr [r15 + 320]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], 132
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, 95
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rax, rdx
+    mov edx, eax
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rdx, rax
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 512]
     mov r9, r11
+    mov eax, 86
     jmp 1f
 1:
-    mov r8d, r8d
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], 216
-    mov r8d, 12
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 256], 0
-    mov r9d, r8d
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movzx r9d, al
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j50:
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov r8, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d2811_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2811_s_t
+.Lc1_d2811_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2811_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 320], eax
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], eax
+    mov byte ptr [r15 + 64], cl
+    mov eax, dword ptr [r15 + 768]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 768]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 253
-    movzx r8d, r9b
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov edi, 145
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9d, 219
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 704], r9
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 128], 32
+    movsxd r9, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx eax, bpl
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 64]
+    movzx r9d, sil
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 101
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
-    add r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], r9
-    mov r9, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 128]
-    lock xadd qword ptr [r15 + 192], r8
-    mov rsi, r8
-    add rdx, qword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 128]
-    mov eax, r8d
-    mov byte ptr [r15 + 704], al
-    mov r8, r11
-    mov eax, 101
-    movzx eax, al
-    mov dword ptr [r15 + 448], 112
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j51:
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    lea rcx, [rip + .Lc1_d2730_s]
+    lea rcx, [rip + .Lc1_d2858_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2730_s_t
-.Lc1_d2730_j:
+    call .Lc1_d2858_s_t
+.Lc1_d2858_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2730_s:
+.Lc1_d2858_s:
     ret
     .popsection
-    mov ecx, 144
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    movzx esi, sil
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 210
+    mov ecx, 2
     mov byte ptr [r15 + 0], cl
+    lock add qword ptr [r15 + 0], rsi
+    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, 188
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx r8d, cl
+    mov dword ptr [r15 + 192], ebp
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 384], 228
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 576]
-    add r8, qword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov rbp, r8
+    mov r8d, ebp
+    lea rbp, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + 128]
+    add rsi, qword ptr [r15 + 256]
     jmp 1f
 1:
     and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 256], rcx
-    and ebp, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], 184
     jmp 1f
 1:
-    mov rdi, r8
-    mov dword ptr [r15 + 64], 228
-    mov r8d, 168
-    jmp 1f
-1:
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 64]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    jmp 1f
-1:
-    mov r8d, 1
-    mov r8, r11
-    mov edx, r8d
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], sil
-    mov rsi, r8
-    jmp 1f
-1:
-    mov esi, 158
-    movsxd r8, dword ptr [r15 + 320]
-    lock add qword ptr [r15 + 512], r8
+    movzx eax, byte ptr [r15 + rbp + 7552]
+    add r8, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 512], r8b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j52:
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d2789_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2789_s_t
-.Lc1_d2789_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2789_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r8d, dword ptr [r15 + 320]
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 448]
-    mov esi, 188
-    mov r9d, esi
-    mov byte ptr [r15 + 704], r9b
-    mov byte ptr [r15 + 64], cl
-    mov rsi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], esi
-    mov esi, 7
+    and ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    mov r8d, 184
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    jmp 1f
+1:
+    mov r8d, 145
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov esi, 144
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, r9d
-    jmp 1f
-1:
-    vpmovmskb esi, xmm10
-    jmp 1f
-1:
-    mov esi, 100
-    mov r9d, 49
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3456]
+    mov byte ptr [r15 + r9 + 3392], dl
+    mov byte ptr [r15 + 704], bpl
+    mov qword ptr [r15 + 64], rsi
+    mov byte ptr [r15 + 256], sil
+    mov dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + 192]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 208
-    jmp 1f
-1:
+    mov r9d, ebp
+    movzx esi, r9b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 60
+    mov rbp, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 128]
+    mov edx, 189
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j53:
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    lea rcx, [rip + .Lc1_d2839_s]
+    lea rcx, [rip + .Lc1_d2958_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2839_s_t
-.Lc1_d2839_j:
+    call .Lc1_d2958_s_t
+.Lc1_d2958_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2839_s:
+.Lc1_d2958_s:
     ret
     .popsection
+    vmovdqu ymmword ptr [r15 + 384], ymm0
+    mov r9, rdx
     mov rbp, r11
-    movsxd r9, dword ptr [r15 + 768]
-    and rbp, 8128
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    movsxd rdx, dword ptr [r15 + 768]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov ecx, ebp
+    movzx ebp, cl
+    mov rcx, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r9, rbp
-    jmp 1f
-1:
-    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9d, 239
-    mov dword ptr [r15 + 320], r9d
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8, r9
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov ecx, 18
+    mov ecx, ebp
+    mov rbp, rcx
     mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, 232
+    mov rax, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 64]
+    lea r8, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 192]
+    mov esi, 234
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], 236
+    mov esi, eax
     jmp 1f
 1:
-    lea r9, [r11 + r11*2]
-    and r8d, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 234
-    mov edi, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + r9 + 1408]
-    mov r8d, dword ptr [r15 + r9 + 1472]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + r8 + 7488], 70
+    mov r8, qword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    vpor xmm14, xmm14, xmm14
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j54:
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    lea rcx, [rip + .Lc1_d2888_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2888_s_t
-.Lc1_d2888_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d3012_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3012_s_t
+.Lc1_d3012_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2888_s:
+.Lc1_d3012_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 70
-    mov r8d, 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 70
-    add r8, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], ecx
-    mov byte ptr [r15 + 256], r9b
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 192]
-    mov rdi, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], 89
-    mov byte ptr [r15 + 640], dil
+    add rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], ecx
     mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], r9d
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 384], r8
+    mov rax, rax
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov rbp, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 512]
+    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 190
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 640]
+    mov eax, 251
+    jmp 1f
+1:
+    mov rax, rdi
+    movzx edi, byte ptr [r15 + r8 + 3456]
+    mov r8, rdi
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r11
+    mov byte ptr [r15 + 128], r8b
     movzx edi, byte ptr [r15 + 320]
-    add rdx, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 576]
-    mov rax, r9
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 255
+    movsxd r8, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j55:
     jz .Lc1_b1_done
 .Lc1_b1_c55:
+    lea rcx, [rip + .Lc1_d3058_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3058_s_t
+.Lc1_d3058_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3058_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    mov r8d, 72
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm14
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
+    mov esi, r8d
+    mov r8d, dword ptr [r15 + 64]
+    mov edi, 10
+    mov edi, edi
+    jmp 1f
+1:
+    mov edi, 215
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 67
+    mov qword ptr [r15 + 256], rdx
     mov rbp, r11
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 50
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9, r11
-    mov qword ptr [r15 + 0], r9
-    mov rsi, rdx
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], r9d
-    vmovq qword ptr [r15 + 384], xmm15
-    mov dword ptr [r15 + 320], 67
-    or qword ptr [r15 + 64], 16
-    mov r9d, 115
-    movzx r9d, r9b
-    mov qword ptr [r15 + 768], r9
-    movzx r9d, dl
-    vmovdqu ymmword ptr [r15 + 704], ymm10
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    movsxd r9, dword ptr [r15 + 192]
-    mov ecx, 19
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, 113
+    and rbp, 1984
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movzx edx, bpl
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
+    and edi, dword ptr [r15 + 320]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -4329,477 +4547,476 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d2994_s]
+    lea rcx, [rip + .Lc1_d3114_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2994_s_t
-.Lc1_d2994_j:
+    call .Lc1_d3114_s_t
+.Lc1_d3114_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2994_s:
+.Lc1_d3114_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    and ecx, dword ptr [r15 + 384]
+    and edx, dword ptr [r15 + 384]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 448]
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 576]
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, sil
-    mov r9, r11
+    mov rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    movzx r9d, byte ptr [r15 + 128]
-    inc dword ptr [r15 + 320]
-    movzx edx, sil
-    mov dword ptr [r15 + 448], edx
-    vpxor xmm15, xmm15, xmm0
-    mov byte ptr [r15 + 64], sil
-    add rsi, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    mov rsi, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], r9
-    movzx r9d, sil
-    mov esi, r9d
+    movsxd r9, dword ptr [r15 + 576]
+    movzx r8d, r9b
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx r9d, byte ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    add rsi, qword ptr [r15 + 0]
+    vpxor xmm0, xmm0, xmm12
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 256], ebp
+    mov byte ptr [r15 + 320], r9b
+    movsxd r8, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], r9
+    mov r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r9b
+    movzx r9d, bpl
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j57:
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    lea rcx, [rip + .Lc1_d3045_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3045_s_t
-.Lc1_d3045_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d3168_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3168_s_t
+.Lc1_d3168_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3045_s:
+.Lc1_d3168_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    add rsi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    vpshufd xmm3, xmm0, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rsi, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov r9d, ecx
     mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], esi
-    mov byte ptr [r15 + 320], sil
     and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm2
+    mov ebp, 233
+    jmp 1f
+1:
+    vmovq xmm14, rcx
+    mov byte ptr [r15 + 0], al
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ebp
     jmp 1f
 1:
     mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 192]
-    mov rbp, r11
-    vpcmpeqb xmm3, xmm3, xmm14
+    mov rax, rbp
+    mov byte ptr [r15 + 320], al
+    mov r8, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 14
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 448]
     jmp 1f
 1:
+    mov byte ptr [r15 + 192], cl
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 60
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 56
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 704]
+    mov eax, ecx
+    mov ecx, eax
+    mov dword ptr [r15 + 512], ecx
+    mov rcx, r8
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j58:
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    lea rcx, [rip + .Lc1_d3104_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3104_s_t
-.Lc1_d3104_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d3228_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3228_s_t
+.Lc1_d3228_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3104_s:
+.Lc1_d3228_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], 37
-    and ecx, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    movzx r8d, al
+    mov qword ptr [r15 + 192], r8
+    mov r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 182
-    jmp 1f
-1:
+    mov ecx, 155
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 111
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov rbp, r11
-    mov rax, rbp
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1344], 56
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + 448], sil
+    or qword ptr [r15 + r9 + 1344], 61
+    jmp 1f
+1:
+    mov r9, r11
+    and ecx, dword ptr [r15 + 64]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, cl
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 768]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 128]
-    mov r9, rsi
-    vpmovmskb esi, xmm15
-    mov dword ptr [r15 + 64], 51
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rsi, rdx
-    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], 164
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j59:
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    lea rcx, [rip + .Lc1_d3156_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3156_s_t
-.Lc1_d3156_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3156_s:
-    ret
-    .popsection
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 192], bpl
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 250
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov edx, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7552], r8b
-    mov ecx, ecx
+    mov rbp, r11
+    mov esi, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 448], 98
+    mov ebp, 187
+    movzx ebp, bpl
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov byte ptr [r15 + 64], cl
-    inc dword ptr [r15 + 320]
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8, r11
-    mov ecx, 111
+    mov dword ptr [r15 + r9 + 7488], 112
     jmp 1f
 1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 98
-    mov r8, qword ptr [r15 + 512]
-    movzx edi, r8b
-    mov dword ptr [r15 + 448], 45
-    mov dword ptr [r15 + 128], ecx
-    mov r8d, dword ptr [r15 + 256]
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdi
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov r9d, 85
-    movsxd r9, dword ptr [r15 + 640]
-    movzx eax, r9b
-    and r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 384], ebp
+    mov r9d, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 704]
+    and rbp, 448
+    and r9d, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 640], ebp
+    movzx ebp, sil
+    mov esi, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j60:
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    mov rcx, qword ptr [r15 + 704]
+    lea rcx, [rip + .Lc1_d3326_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3326_s_t
+.Lc1_d3326_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3326_s:
+    ret
+    .popsection
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edi, 48
+    mov dword ptr [r15 + 512], edi
+    mov edi, dword ptr [r15 + 384]
+    movzx r9d, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov edi, 209
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov ecx, r8d
+    movzx edi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
+    mov esi, edi
     mov r8, r11
-    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rdx, rsi
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov r8d, esi
+    mov dword ptr [r15 + 512], 128
+    mov qword ptr [r15 + 256], rdi
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov edi, edx
+    mov r8, r11
+    add rsi, qword ptr [r15 + 64]
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
     and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], 54
-    mov rbp, r9
-    movzx r9d, byte ptr [r15 + 512]
-    and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1344]
-    add rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], r9
-    mov r9, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], dil
-    movzx edi, cl
+    add r9, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 768], r9b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j61:
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d3258_s]
+    lea rcx, [rip + .Lc1_d3379_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3258_s_t
-.Lc1_d3258_j:
+    call .Lc1_d3379_s_t
+.Lc1_d3379_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3258_s:
+.Lc1_d3379_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    vpshufd xmm3, xmm13, 148
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov edi, ecx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 113
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
+    mov r8, r11
+    and ecx, dword ptr [r15 + 384]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov ecx, 189
-    mov dword ptr [r15 + 0], 173
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 256]
-    vpshufd xmm13, xmm4, 168
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov rsi, rcx
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    and ecx, dword ptr [r15 + 64]
+    mov r8d, 102
+    mov r8, r8
+    mov r8d, 253
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 16
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    movsxd rdx, dword ptr [r15 + 64]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov rbp, rax
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + r9 + 7552], 14
-    mov qword ptr [r15 + 320], rcx
+    mov r8, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    and esi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 512], 203
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], eax
+    mov r8, r11
+    mov eax, r8d
+    vmovq qword ptr [r15 + 128], xmm7
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r8d
+    mov dword ptr [r15 + 256], 85
+    mov r8, r8
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm2
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j62:
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    lea rcx, [rip + .Lc1_d3311_s]
+    lea rcx, [rip + .Lc1_d3430_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3311_s_t
-.Lc1_d3311_j:
+    call .Lc1_d3430_s_t
+.Lc1_d3430_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3311_s:
+.Lc1_d3430_s:
     ret
     .popsection
-    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov r8, r11
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9d, 64
+    and r8d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], r8
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 512]
+    vmovq xmm0, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    and r9d, dword ptr [r15 + 0]
     mov rbp, r11
-    movzx esi, bpl
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    vpmovmskb ebp, xmm0
+    mov dword ptr [r15 + 128], 80
+    jmp 1f
+1:
+    mov rbp, r11
     mov ecx, ebp
-    vmovq xmm9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], cl
-    lock or dword ptr [r15 + 640], 78
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    and r8d, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 512]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov rbp, rcx
+    mov ebp, r8d
+    mov r8, qword ptr [r15 + 128]
+    mov rsi, r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 65
-    mov ebp, dword ptr [r15 + 128]
-    mov r9d, ebp
+    mov r8d, dword ptr [r15 + 64]
+    mov rax, r8
+    jmp 1f
+1:
+    mov r8d, esi
     add r11, 64
     inc rbx
     dec r13
@@ -4809,82 +5026,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3369_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d3491_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3369_s_t
-.Lc1_d3369_j:
+    call .Lc1_d3491_s_t
+.Lc1_d3491_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3369_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3491_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, qword ptr [r15 + 576]
+    lea rbp, [r11 + r11*1]
+    and rbp, 1984
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    mov rax, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    movzx ecx, bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm13, xmm13, xmm13
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 192], ebp
+    or qword ptr [r15 + 64], 28
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 448], 173
+    jmp 1f
+1:
+    vpor xmm3, xmm3, xmm0
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 768]
+    movzx edx, cl
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    add rax, qword ptr [r15 + 192]
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    vmovq xmm13, rdx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 512], xmm13
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], ecx
-    mov dword ptr [r15 + 256], 241
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    movzx edi, dl
-    mov rdx, rdi
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
     mov r8, r11
-    mov rdi, qword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 320]
     and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -4894,821 +5098,857 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d3430_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3545_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3430_s_t
-.Lc1_d3430_j:
+    call .Lc1_d3545_s_t
+.Lc1_d3545_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3430_s:
+.Lc1_d3545_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    mov byte ptr [r15 + 384], cl
+    movzx eax, byte ptr [r15 + 512]
+    movzx edx, al
+    mov eax, edx
+    vmovdqu xmm14, xmmword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 90
-    mov r8, rcx
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 640]
-    vpaddd xmm9, xmm9, xmm4
-    movsxd rsi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vpshufd xmm9, xmm9, 93
-    vmovdqu xmm9, xmmword ptr [r15 + 64]
-    mov r9d, ecx
+    mov eax, 216
+    mov rcx, rax
+    lea r8, [r11 + r11*1]
     movsxd rcx, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx edi, bpl
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 192]
     mov ebp, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 640]
+    vpaddd xmm14, xmm14, xmm14
+    mov ebp, edi
+    and r9, 8128
+    inc dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + r8 + 3456]
+    movzx r8d, dil
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j65:
     jz .Lc1_b1_done
 .Lc1_b1_c65:
+    lea rcx, [rip + .Lc1_d3610_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3610_s_t
+.Lc1_d3610_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3610_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov rdi, r8
+    jmp 1f
+1:
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, rdx
-    mov dword ptr [r15 + 0], 229
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 23
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 192
-    movsxd rdx, dword ptr [r15 + 64]
+    movzx r8d, r8b
+    mov qword ptr [r15 + 768], r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 448
-    and edx, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    movzx edi, r9b
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9d, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 44
+    and ecx, dword ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], edx
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 256]
-    add r9, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 71
     mov rbp, r11
+    and r8, 1984
+    and r9d, dword ptr [r15 + r8 + 1408]
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 704]
+    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    add rcx, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8, rdx
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, rdi
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rbp
+    mov qword ptr [r15 + 512], r9
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j66:
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d3537_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3537_s_t
-.Lc1_d3537_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3537_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rbp, qword ptr [r15 + 256]
-    mov eax, ebp
     jmp 1f
 1:
-    movzx eax, cl
-    mov ecx, dword ptr [r15 + 128]
+    mov r9, r11
+    mov ebp, 78
+    mov ecx, dword ptr [r15 + 512]
+    mov r8d, ecx
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, 209
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 40
-    mov eax, ebp
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, bpl
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov rsi, qword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 128]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    add rax, qword ptr [r15 + 64]
-    mov r8d, 184
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rbp
     and r8, 4032
     mov byte ptr [r15 + r8 + 3392], r8b
-    mov dword ptr [r15 + 320], 2
-    mov byte ptr [r15 + 64], al
-    movsxd rax, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rax
+    jmp 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 64]
+    .byte 0x66, 0x90
+    mov rdi, qword ptr [r15 + 576]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
+    movzx edx, sil
+    mov esi, edx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 253
+    mov dword ptr [r15 + 384], 138
+    movzx esi, dil
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 256]
+    movzx eax, r8b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j67:
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    lea rcx, [rip + .Lc1_d3585_s]
+    lea rcx, [rip + .Lc1_d3716_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3585_s_t
-.Lc1_d3585_j:
+    call .Lc1_d3716_s_t
+.Lc1_d3716_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3585_s:
+.Lc1_d3716_s:
     ret
     .popsection
-    and r8d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 224
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, ecx
+    movzx ecx, r8b
+    mov r8d, 34
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r8d, 152
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 150
+    mov byte ptr [r15 + 0], cl
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    add rax, qword ptr [r15 + 448]
-    mov r8d, eax
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 640], 21
-    mov ebp, dword ptr [r15 + 64]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    movzx edi, byte ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + r8 + 1408]
+    movzx eax, cl
+    mov ecx, 220
+    movzx ecx, byte ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8d, 42
-    movzx r8d, r8b
-    mov r8d, r8d
-    mov r8d, 8
-    mov r8, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov esi, 16
+    mov r9d, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    mov edi, 216
+    mov dword ptr [r15 + 192], 42
     mov r8, r11
     jmp 1f
 1:
+    add rdx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rbp, r11
     and r8, 8128
     mov r9, r11
     mov dword ptr [r15 + r8 + 7488], r9d
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r8d, 114
     and r9, 4032
     mov byte ptr [r15 + r9 + 3392], r9b
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 320], r8b
-    jmp 1f
-1:
-    mov r8d, esi
+    movzx r9d, byte ptr [r15 + 512]
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j68:
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3641_s]
+    lea rcx, [rip + .Lc1_d3773_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3641_s_t
-.Lc1_d3641_j:
+    call .Lc1_d3773_s_t
+.Lc1_d3773_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3641_s:
+.Lc1_d3773_s:
     ret
     .popsection
-    mov qword ptr [r15 + 64], r9
-    movsxd r9, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 576], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 212
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 121
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov ebp, r9d
+    mov r9, rbp
+    mov rbp, r11
     and ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 121
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov r8d, edx
-    lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 768]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 576], 149
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, r9d
+    mov r9, rsi
+    movzx esi, r9b
+    mov r9, rsi
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 132
+    mov r8d, 104
+    and r9, 16320
+    movzx r8d, byte ptr [r15 + r9 + 15680]
+    mov r9, qword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 64]
+    jmp 1f
+1:
     mov rsi, rdx
-    mov rdx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 0], 209
-    jmp 1f
-1:
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    movzx r8d, dl
-    mov edx, 242
-    mov rdx, qword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 384], r8d
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8, rax
-    mov dword ptr [r15 + 320], r8d
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j69:
     jz .Lc1_b1_done
 .Lc1_b1_c69:
-    lea rcx, [rip + .Lc1_d3694_s]
+    lea rcx, [rip + .Lc1_d3827_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3694_s_t
-.Lc1_d3694_j:
+    call .Lc1_d3827_s_t
+.Lc1_d3827_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3694_s:
+.Lc1_d3827_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov rcx, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov rax, rcx
-    jmp 1f
-1:
+    mov edx, edx
+    mov rsi, rdx
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rcx
-    mov ecx, 44
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov edx, 44
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, r8d
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], eax
-    mov r8, r11
+    mov esi, esi
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 448], edx
+    mov rsi, qword ptr [r15 + 448]
     .byte 0x0f, 0x1f, 0x00
+    mov r8, r11
     jmp 1f
 1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 128], rax
-    movzx eax, byte ptr [r15 + 320]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 640], 238
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 186
+    mov edx, dword ptr [r15 + 64]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov dword ptr [r15 + 512], 238
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 704], r8d
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 192], r9d
+    mov dword ptr [r15 + 128], 252
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov r9d, ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + r8 + 1408], 119
-    movsxd r8, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 102
-    mov rsi, rcx
-    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + r8 + 3456], esi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8, r11
+    mov eax, r8d
+    mov eax, dword ptr [r15 + 256]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], 102
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, rbp
+    mov dword ptr [r15 + 128], 51
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j70:
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d3752_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3752_s_t
-.Lc1_d3752_j:
+    lea rcx, [rip + .Lc1_d3882_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3882_s_t
+.Lc1_d3882_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3752_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3882_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 384]
-    add rax, qword ptr [r15 + 768]
-    mov r8, r11
+    movsxd r8, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    mov rbp, r11
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
     movzx ebp, byte ptr [r15 + 512]
-    mov rdx, rbp
-    mov ebp, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rbp
+    mov ecx, 148
+    and ecx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 101
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 162
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov qword ptr [r15 + 384], rbp
+    lea rbp, [r11 + r11*1]
+    mov r9, r11
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 768], 30
+    add r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, edi
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 448]
-    mov r9d, edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r9
     and rbp, 448
-    and r8d, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 35
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov edi, ebp
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 128]
+    mov rdx, rbp
+    mov rbp, qword ptr [r15 + 192]
+    movzx esi, bpl
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j71:
     jz .Lc1_b1_done
 .Lc1_b1_c71:
-    mov r8d, dword ptr [r15 + 256]
-    add r9, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d3933_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3933_s_t
+.Lc1_d3933_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3933_s:
+    ret
+    .popsection
+    mov r9d, r9d
+    mov ebp, r9d
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm10
+    mov ecx, 171
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    and r9, 4032
+    add rbp, qword ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + 512], rcx
+    movsxd rcx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    and ecx, dword ptr [r15 + 256]
+    mov rax, rcx
+    movzx ecx, al
+    and ebp, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, r8d
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     jmp 1f
 1:
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    movzx r8d, sil
+    mov rsi, r8
+    movzx r8d, sil
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8d, dword ptr [r15 + 64]
     mov r9d, r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    mov edx, dword ptr [r15 + 448]
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov r8, r9
-    lea r9, [r11 + r11*1]
-    mov r8d, 100
-    and r8d, dword ptr [r15 + 576]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, r9
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov esi, r9d
-    vpaddd xmm10, xmm10, xmm6
-    mov dword ptr [r15 + 64], eax
-    movzx eax, byte ptr [r15 + 128]
-    mov r8, r11
-    and ecx, dword ptr [r15 + 192]
-    mov rsi, rcx
-    mov qword ptr [r15 + 384], rsi
-    and r8, 8128
-    and eax, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + r9 + 1408]
+    movzx r9d, byte ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j72:
     jz .Lc1_b1_done
 .Lc1_b1_c72:
-    lea rcx, [rip + .Lc1_d3857_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3857_s_t
-.Lc1_d3857_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d3997_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3997_s_t
+.Lc1_d3997_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3857_s:
+.Lc1_d3997_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov byte ptr [r15 + 512], al
+    mov eax, ecx
+    mov r8, r11
+    mov dword ptr [r15 + 64], 107
+    mov eax, ecx
+    mov qword ptr [r15 + 128], rax
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 0], 114
+    mov r8, rax
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, rcx
-    movzx ecx, sil
-    mov dword ptr [r15 + 0], ecx
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 44
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movsxd rsi, dword ptr [r15 + 256]
-    mov rax, rsi
-    movzx esi, al
-    mov qword ptr [r15 + 64], rsi
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    and r8, 4032
+    movsxd r8, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    add rcx, qword ptr [r15 + 256]
     mov rbp, r11
-    mov qword ptr [r15 + r8 + 3456], rbp
-    mov qword ptr [r15 + 128], rsi
+    mov rdx, rbp
     jmp 1f
 1:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 128]
-    add rax, qword ptr [r15 + 384]
-    mov r9, r11
-    jmp 1f
-1:
-    movzx ecx, sil
+    lea r9, [r11 + r11*1]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
     and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov r9d, esi
-    mov dword ptr [r15 + 704], 15
-    movsxd r9, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 64], dil
-    vpxor xmm7, xmm7, xmm4
-    mov edi, eax
-    mov qword ptr [r15 + 192], rdi
-    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + r9 + 7552], r9
+    mov byte ptr [r15 + 448], r8b
+    mov qword ptr [r15 + 704], rax
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j73:
     jz .Lc1_b1_done
 .Lc1_b1_c73:
-    lea rcx, [rip + .Lc1_d3910_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3910_s_t
-.Lc1_d3910_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3910_s:
-    ret
-    .popsection
-    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov eax, ebp
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 150
+    mov rax, r9
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov rdx, rax
-    mov r9, r11
-    mov edx, r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, rax
-    jmp 1f
-1:
-    mov r9d, 224
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    vpshufd xmm9, xmm10, 152
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r9
+    mov r9, rbp
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov r9d, 173
     mov rbp, r11
     jmp 1f
 1:
+    mov r9, rax
     and rbp, 1984
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 1344], r8
+    and eax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 576], rbp
+    mov r9d, 227
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 320]
+    nop
     .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    mov dword ptr [r15 + 256], 95
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    movsxd rbp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, byte ptr [r15 + 512]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 122
+    mov r9d, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 243
-    movsxd rsi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 95
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rdi
+    mov edi, dword ptr [r15 + 512]
+    inc dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 576]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 384]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j74:
     jz .Lc1_b1_done
 .Lc1_b1_c74:
-    lea rcx, [rip + .Lc1_d3971_s]
+    lea rcx, [rip + .Lc1_d4105_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3971_s_t
-.Lc1_d3971_j:
+    call .Lc1_d4105_s_t
+.Lc1_d4105_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3971_s:
+.Lc1_d4105_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov ebp, ecx
-    mov r8, r11
-    mov ecx, r8d
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 640], cl
-    movzx ecx, byte ptr [r15 + 320]
-    mov r8, rcx
-    mov byte ptr [r15 + 448], r8b
+    mov r8d, edx
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r8
-    mov r8d, 43
+    movzx edx, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 448], dl
+    mov r8, rdi
+    mov edi, 43
     mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r8b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rbp, r11
-    mov ecx, ebp
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov edx, ecx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, qword ptr [r15 + 640]
     mov rdx, qword ptr [r15 + 512]
-    movzx ecx, dl
-    movzx edx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 64], dl
-    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9, r11
+    movzx edx, r9b
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j75:
     jz .Lc1_b1_done
 .Lc1_b1_c75:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d4026_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4026_s_t
-.Lc1_d4026_j:
+    lea rcx, [rip + .Lc1_d4157_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4157_s_t
+.Lc1_d4157_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4026_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4157_s:
     ret
     .popsection
-    mov dword ptr [r15 + 768], 73
-    mov eax, ecx
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, 142
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 448]
-    and rbp, 16320
-    movzx edi, byte ptr [r15 + rbp + 15680]
-    mov ebp, 124
-    mov qword ptr [r15 + 192], rbp
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 704]
-    mov ecx, ebp
-    vmovq xmm3, rcx
-    mov rcx, rax
+    movzx r9d, r9b
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    mov edi, 48
+    mov rcx, qword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    mov edx, 37
+    movsxd rsi, dword ptr [r15 + 448]
+    and r9, 448
     mov rbp, r11
-    mov rdi, rbp
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + r9 + 832], rbp
+    mov eax, edx
     and rbp, 8128
     and ecx, dword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    or qword ptr [r15 + 64], 73
+    mov byte ptr [r15 + 320], sil
+    movzx esi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 245
+    movsxd rbp, dword ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
+    mov rax, rsi
+    mov rsi, rax
+    vmovdqu ymmword ptr [r15 + r9 + 896], ymm15
+    mov r9d, 48
+    mov rax, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
-    mov rcx, r9
-    movsxd r9, dword ptr [r15 + 512]
+    mov rax, rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 576], ebp
+    mov dword ptr [r15 + 192], r9d
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8d, 17
+    mov rdi, r8
     jmp 1f
 1:
     add r11, 64
@@ -5717,494 +5957,516 @@ ditto_body_c1:
 .Lc1_j76:
     jz .Lc1_b1_done
 .Lc1_b1_c76:
+    lea rcx, [rip + .Lc1_d4211_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4211_s_t
+.Lc1_d4211_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4211_s:
+    ret
+    .popsection
+    movzx r9d, bpl
+    movsxd rbp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + 320], 14
+    movzx edi, bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 192]
+    mov edx, r9d
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rax, rdi
+    mov rdi, rax
+    movzx eax, dil
+    mov edi, eax
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov rdi, rbp
+    movzx edi, byte ptr [r15 + 384]
+    and rbp, 8128
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov byte ptr [r15 + 64], cl
-    mov rcx, rcx
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx ecx, cl
+    mov byte ptr [r15 + rbp + 7488], r9b
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    add rcx, qword ptr [r15 + 320]
-    mov esi, ecx
-    movzx ecx, sil
-    movzx esi, byte ptr [r15 + 256]
-    mov r8d, esi
-    mov rsi, r8
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, rax
+    mov eax, 168
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + r9 + 3456], esi
-    mov esi, ecx
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 15
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 64]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r9d, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdx
-    mov r9d, 200
-    mov qword ptr [r15 + 576], r9
-    movsxd r9, dword ptr [r15 + 128]
+    mov eax, r9d
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j77:
     jz .Lc1_b1_done
 .Lc1_b1_c77:
-    lea rcx, [rip + .Lc1_d4131_s]
+    lea rcx, [rip + .Lc1_d4266_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4131_s_t
-.Lc1_d4131_j:
+    call .Lc1_d4266_s_t
+.Lc1_d4266_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4131_s:
+.Lc1_d4266_s:
     ret
     .popsection
+    mov rbp, r11
+    and rbp, 16320
+    mov r9, qword ptr [r15 + rbp + 15680]
+    and r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm9, xmm9, xmm3
-    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
     movzx ecx, cl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 73
     jmp 1f
 1:
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 6
+    mov qword ptr [r15 + 0], r9
     mov r9, r11
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov byte ptr [r15 + 0], r9b
+    mov rcx, qword ptr [r15 + 192]
     and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm9
+    vmovq qword ptr [r15 + r9 + 7488], xmm6
+    inc dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 448]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], ebp
-    mov r8, r11
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov r8d, 18
+    mov ebp, 45
+    mov r9, rbp
+    mov qword ptr [r15 + 320], r9
+    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], r9b
-    mov r9, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], r9b
-    mov qword ptr [r15 + 704], rbp
+    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov r9d, r8d
+    mov ebp, r9d
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    mov qword ptr [r15 + 448], r9
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 704], r9d
+    movzx r9d, cl
     mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 192], r9d
-    jmp 1f
-1:
-    movzx ebp, al
-    mov qword ptr [r15 + 256], rbp
-    mov byte ptr [r15 + 512], r9b
+    movzx r9d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j78:
     jz .Lc1_b1_done
 .Lc1_b1_c78:
-    lea rcx, [rip + .Lc1_d4186_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4186_s_t
-.Lc1_d4186_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d4325_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4325_s_t
+.Lc1_d4325_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4186_s:
+.Lc1_d4325_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 6
-    mov dword ptr [r15 + 0], 159
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 256]
     mov rbp, r11
+    mov eax, 7
+    mov qword ptr [r15 + 128], rax
+    and rbp, 1984
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    mov rbp, r9
-    movzx r9d, bpl
-    and r9d, dword ptr [r15 + 448]
-    movzx ebp, r9b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 96
+    mov r9d, dword ptr [r15 + 512]
+    and r9d, dword ptr [r15 + 576]
+    mov rax, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], ecx
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
     mov rbp, rcx
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 128]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r9d, eax
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], ebp
+    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + 320], rcx
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov edx, r8d
-    mov r8d, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 576], ymm9
-    and ebp, dword ptr [r15 + 512]
-    mov esi, 103
+    mov dword ptr [r15 + 64], 245
+    mov dword ptr [r15 + 64], eax
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx esi, dil
-    mov qword ptr [r15 + 128], rsi
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j79:
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d4244_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4244_s_t
-.Lc1_d4244_j:
+    lea rcx, [rip + .Lc1_d4374_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4374_s_t
+.Lc1_d4374_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4244_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4374_s:
     ret
     .popsection
+    mov eax, dword ptr [r15 + 64]
     mov rbp, r11
+    mov rcx, rbp
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r8, r11
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, rax
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rax
+    movzx ebp, byte ptr [r15 + 448]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    mov ecx, eax
-    vmovdqu ymmword ptr [r15 + 448], ymm3
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
-    mov r8, qword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 512]
+    movzx ecx, cl
     movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9, r8
-    movzx r8d, byte ptr [r15 + rbp + 1408]
+    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], r8b
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 7488], rbp
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 704], rax
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov esi, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j80:
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    lea rcx, [rip + .Lc1_d4300_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4300_s_t
-.Lc1_d4300_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4435_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4435_s_t
+.Lc1_d4435_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4300_s:
+.Lc1_d4435_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov ecx, eax
+    mov rax, qword ptr [r15 + 768]
+    mov ecx, 237
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 242
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 166
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 237
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 320], rcx
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    vmovdqu xmmword ptr [r15 + 384], xmm9
-    movzx edx, byte ptr [r15 + 704]
-    mov edi, edx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    mov ebp, edx
-    movzx edx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rax, rdi
-    mov edi, 114
-    jmp 1f
-1:
-    mov edi, esi
-    mov rsi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 230
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    add rax, qword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + 128], 58
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 163
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    mov r8, rax
+    mov r8, r11
+    mov edx, r8d
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r9, rdi
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     .byte 0x66, 0x90
-    and edi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], dil
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx r8d, dil
+    jmp 1f
+1:
+    mov r8d, eax
+    jmp 1f
+1:
+    movzx r8d, dl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + 320], 179
+    mov dword ptr [r15 + 448], 128
+    mov dword ptr [r15 + 512], 120
+    mov rcx, r8
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 256]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j81:
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 112
-    mov dword ptr [r15 + 0], 196
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 256]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 384]
-    mov rbp, r11
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov rdi, r8
+    mov dword ptr [r15 + 384], 1
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 128]
-    mov r9, rax
+    movzx r8d, byte ptr [r15 + 64]
+    vpaddd xmm12, xmm12, xmm11
+    mov edx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dl
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
     mov r9, r11
-    vpaddd xmm9, xmm9, xmm9
-    mov dword ptr [r15 + 448], 48
-    jmp 1f
-1:
+    vmovdqu xmmword ptr [r15 + 128], xmm12
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    movzx r9d, cl
+    movzx edx, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov dword ptr [r15 + 256], 165
+    movzx ecx, byte ptr [r15 + 512]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    mov esi, dword ptr [r15 + 448]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
-    movsxd r8, dword ptr [r15 + 192]
-    movzx eax, r8b
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 165
+    jmp 1f
+1:
+    movzx eax, cl
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j82:
     jz .Lc1_b1_done
 .Lc1_b1_c82:
-    lea rcx, [rip + .Lc1_d4406_s]
+    lea rcx, [rip + .Lc1_d4549_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4406_s_t
-.Lc1_d4406_j:
+    call .Lc1_d4549_s_t
+.Lc1_d4549_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4406_s:
+.Lc1_d4549_s:
     ret
     .popsection
     jmp 1f
 1:
-    vmovq xmm7, rax
-    add rax, qword ptr [r15 + 128]
-    vpcmpeqb xmm9, xmm9, xmm11
-    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    mov rax, rax
-    movsxd rcx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
+    inc dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm1, xmm1, xmm1
+    mov rcx, rcx
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpor xmm1, xmm1, xmm1
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 130
-    mov byte ptr [r15 + 0], al
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, 11
+    movzx ecx, cl
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], cl
     mov r8, r11
-    movzx eax, r8b
-    movsxd rax, dword ptr [r15 + 512]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    movzx r8d, byte ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 8
+    mov r8, qword ptr [r15 + 512]
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm12
     and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 640], 25
-    mov dword ptr [r15 + 256], 148
-    mov rbp, r11
-    vpor xmm7, xmm7, xmm7
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vpor xmm7, xmm7, xmm7
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 148
+    mov ebp, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 704]
     jmp 1f
 1:
     add r11, 64
@@ -6216,148 +6478,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4464_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d4606_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d4464_s_t
-.Lc1_d4464_j:
+    call .Lc1_d4606_s_t
+.Lc1_d4606_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4464_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4606_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, eax
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 165
-    mov eax, 174
-    movzx ebp, al
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    mov rcx, rbp
-    mov rbp, qword ptr [r15 + 128]
-    mov rax, rbp
-    mov rbp, rax
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 75
+    mov eax, eax
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    mov qword ptr [r15 + 192], rax
     mov rax, qword ptr [r15 + 448]
-    mov r9, r11
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    mov edx, 200
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, r11
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, bpl
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 64], ebp
+    vpmovmskb r8d, xmm1
+    mov r8d, 200
+    and r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], ecx
+    mov rcx, rcx
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 1344], r9
+    jmp 1f
+1:
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9d, eax
-    mov eax, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 64], edx
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, 78
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    and eax, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], rax
-    mov rax, qword ptr [r15 + 576]
+    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j84:
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d4523_s]
+    lea rcx, [rip + .Lc1_d4659_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4523_s_t
-.Lc1_d4523_j:
+    call .Lc1_d4659_s_t
+.Lc1_d4659_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4523_s:
+.Lc1_d4659_s:
     ret
     .popsection
-    mov rdx, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov eax, 39
-    mov eax, eax
-    mov eax, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 192]
+    movzx ecx, bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r8d, 24
     mov r8, r11
-    mov esi, dword ptr [r15 + 512]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], r8d
-    mov r8, r11
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
+    mov esi, r8d
+    mov esi, 232
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov dword ptr [r15 + 448], 11
-    mov r8d, 57
-    mov r8, r8
+    mov esi, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 640], rcx
+    and r8d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], esi
+    mov dword ptr [r15 + 256], 11
+    mov ecx, 57
+    mov rcx, rcx
     jmp 1f
 1:
     jmp 1f
 1:
     mov r8, r11
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 384]
+    mov rsi, r8
+    mov rbp, r11
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8, rbp
-    movsxd rbp, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + r8 + 832]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
-    movzx r8d, byte ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov qword ptr [r15 + 128], rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm12
     add r11, 64
     inc rbx
     dec r13
@@ -6370,181 +6620,183 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1024
     setz al
-    lea rcx, [rip + .Lc1_d4580_s]
+    lea rcx, [rip + .Lc1_d4716_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d4580_s_t
-.Lc1_d4580_j:
+    call .Lc1_d4716_s_t
+.Lc1_d4716_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4580_s:
+.Lc1_d4716_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 64]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 38
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 51
-    mov edx, 177
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7552]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rdx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 233
-    mov dword ptr [r15 + 768], 238
-    movzx edx, bpl
-    jmp 1f
-1:
-    mov ebp, 149
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx edx, bpl
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 704], edx
-    movsxd rdx, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov ebp, 65
+    mov eax, 215
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1408], dl
+    mov dword ptr [r15 + 64], 230
+    mov edx, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 102
+    mov dword ptr [r15 + 384], 71
+    movzx eax, dl
+    jmp 1f
+1:
+    mov edx, 198
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edx, r9b
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
+    movsxd rdx, dword ptr [r15 + 256]
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], dl
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j86:
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d4628_s]
+    lea rcx, [rip + .Lc1_d4764_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4628_s_t
-.Lc1_d4628_j:
+    call .Lc1_d4764_s_t
+.Lc1_d4764_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4628_s:
+.Lc1_d4764_s:
     ret
     .popsection
-    mov r8, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 384], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 107
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
-    movzx edx, bpl
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, dl
-    add rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], 92
-    mov edx, 148
+    movzx ecx, cl
+    and r9, 16320
+    movsxd rcx, dword ptr [r15 + r9 + 15680]
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 64]
+    mov esi, 100
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov qword ptr [r15 + 256], rbp
-    movsxd rdx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], rdx
+    mov qword ptr [r15 + 256], r9
+    mov r9, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], r9
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + r8 + 896], bpl
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    vmovdqu xmm15, xmmword ptr [r15 + 512]
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 512], xmm7
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 320], 195
-    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 248
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], 91
+    movsxd r8, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j87:
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov rbp, r11
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d4812_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4812_s_t
+.Lc1_d4812_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4812_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    and r8d, dword ptr [r15 + 704]
+    movzx eax, r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov dword ptr [r15 + 192], 199
-    mov r8d, edx
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, 147
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    mov rdx, rdx
-    vpor xmm7, xmm7, xmm7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8, r11
-    movzx edx, r8b
-    mov qword ptr [r15 + 448], rdx
+    lea r8, [r11 + r11*1]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 448], ecx
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, r11
-    mov dword ptr [r15 + 320], r8d
-    mov byte ptr [r15 + 704], dl
-    vmovq qword ptr [r15 + 128], xmm7
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 113
+    mov qword ptr [r15 + r8 + 832], r8
+    mov byte ptr [r15 + r8 + 896], al
+    mov r8d, ecx
+    movzx ecx, byte ptr [r15 + 768]
     jmp 1f
 1:
-    movzx edx, dl
-    mov dword ptr [r15 + 640], edx
-    mov dword ptr [r15 + 64], r8d
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], al
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 256]
+    lea rbp, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edx, cl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    jmp 1f
+1:
+    mov ecx, r8d
+    jmp 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 45
+    mov r8, r11
+    mov qword ptr [r15 + 512], r8
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     jmp 1f
 1:
     add r11, 64
@@ -6553,209 +6805,198 @@ ditto_body_c1:
 .Lc1_j88:
     jz .Lc1_b1_done
 .Lc1_b1_c88:
-    lea rcx, [rip + .Lc1_d4729_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4729_s_t
-.Lc1_d4729_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4729_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    add r8, qword ptr [r15 + 0]
-    mov rcx, r8
-    movzx r8d, cl
-    mov rcx, r8
-    mov r8d, dword ptr [r15 + 512]
-    movzx edi, r8b
-    mov dword ptr [r15 + 256], edi
-    movzx edi, r8b
+    movzx ebp, bpl
+    mov dword ptr [r15 + 512], ebp
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    mov r8, r11
-    jmp 1f
-1:
-    mov esi, ecx
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
+    movzx r8d, sil
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     movzx r8d, sil
     jmp 1f
 1:
-    mov r8d, 17
-    add r8, qword ptr [r15 + 448]
-    mov eax, r8d
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 384]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, sil
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8d, ecx
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    vmovq qword ptr [r15 + 384], xmm7
-    mov dword ptr [r15 + 512], r8d
-    mov r8, r11
-    mov byte ptr [r15 + 768], r8b
-    mov ecx, eax
+    add rbp, qword ptr [r15 + 448]
+    mov r9, r11
     and r8, 8128
-    and ebp, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + r8 + 7552], r8b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9, r11
+    add rsi, qword ptr [r15 + 320]
     jmp 1f
 1:
+    mov edi, r8d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov byte ptr [r15 + 384], bpl
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov edi, ebp
+    mov qword ptr [r15 + 128], rdi
+    mov edi, 128
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j89:
     jz .Lc1_b1_done
 .Lc1_b1_c89:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d4789_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4789_s_t
-.Lc1_d4789_j:
+    lea rcx, [rip + .Lc1_d4919_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4919_s_t
+.Lc1_d4919_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4789_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4919_s:
     ret
     .popsection
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov byte ptr [r15 + 640], cl
+    jmp 1f
+1:
+    mov esi, 101
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    movzx r9d, cl
+    mov dword ptr [r15 + 704], 91
+    add rbp, qword ptr [r15 + 384]
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    mov dword ptr [r15 + 0], 196
+    mov r8, r11
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 100
-    movzx ecx, bpl
+    mov rbp, qword ptr [r15 + 192]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 1984
+    and esi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, sil
+    mov esi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], esi
+    vmovdqu ymmword ptr [r15 + 256], ymm9
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 171
-    movsxd rbp, dword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 192]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    movzx edi, r9b
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], r9d
-    and edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9, rax
-    mov r9, r11
-    and eax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], al
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, al
-    jmp 1f
-1:
+    mov qword ptr [r15 + 128], rdx
+    mov rdx, qword ptr [r15 + 64]
+    mov esi, edx
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j90:
     jz .Lc1_b1_done
 .Lc1_b1_c90:
-    lea rcx, [rip + .Lc1_d4840_s]
+    lea rcx, [rip + .Lc1_d4970_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4840_s_t
-.Lc1_d4840_j:
+    call .Lc1_d4970_s_t
+.Lc1_d4970_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4840_s:
+.Lc1_d4970_s:
     ret
     .popsection
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 110
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, edx
+    mov rdx, rcx
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 384]
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 768]
+    mov r9, r11
+    vpor xmm9, xmm9, xmm15
+    movzx edi, sil
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 256], rsi
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 256]
+    add r9, qword ptr [r15 + 128]
     jmp 1f
 1:
     mov rax, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    vpor xmm7, xmm7, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 26
-    mov qword ptr [r15 + 0], rcx
-    add rax, qword ptr [r15 + 0]
-    mov rcx, rax
-    mov dword ptr [r15 + 0], ecx
-    add r9, qword ptr [r15 + 0]
+    mov r9d, esi
+    mov dword ptr [r15 + 192], r9d
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 384]
-    mov rcx, rax
-    mov qword ptr [r15 + 768], rcx
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8, r11
-    mov rbp, r11
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 320]
+    mov esi, 208
+    movsxd r9, dword ptr [r15 + 576]
+    mov r9, r11
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
-    mov rbp, r11
-    add rax, qword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, esi
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov r8d, 13
-    mov r8d, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 59
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 39
     jmp 1f
 1:
     add r11, 64
@@ -6764,528 +7005,499 @@ ditto_body_c1:
 .Lc1_j91:
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4897_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4897_s_t
-.Lc1_d4897_j:
+    lea rcx, [rip + .Lc1_d5023_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5023_s_t
+.Lc1_d5023_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4897_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5023_s:
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], rax
+    movzx r9d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, bpl
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
+    vpmovmskb eax, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], r9
     add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    vpmovmskb edi, xmm7
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
     mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 640]
-    movzx edx, byte ptr [r15 + 576]
-    mov rsi, qword ptr [r15 + 448]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7552]
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 64]
-    mov r9d, 250
-    mov dword ptr [r15 + r8 + 7488], 93
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], cl
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], ebp
+    movzx ecx, sil
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1344], 249
+    mov ebp, 172
+    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j92:
     jz .Lc1_b1_done
 .Lc1_b1_c92:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d5077_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5077_s_t
+.Lc1_d5077_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5077_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r11
+    inc dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 256]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov ecx, ecx
+    movzx ecx, cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    vpshufd xmm3, xmm7, 125
-    movzx ebp, r9b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 64]
-    and r9, 448
-    vmovdqu xmmword ptr [r15 + r9 + 896], xmm3
-    mov qword ptr [r15 + 256], rbp
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 704]
-    mov ecx, ebp
-    mov ebp, dword ptr [r15 + 320]
-    movzx edi, bpl
-    mov ebp, edi
-    mov rdi, rbp
+    movzx r8d, al
+    mov eax, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 64]
     mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 182
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + r9 + 832], esi
-    mov qword ptr [r15 + 128], rcx
-    mov r9, r11
-    movzx esi, r9b
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], bpl
+    movzx edi, byte ptr [r15 + 704]
     mov dword ptr [r15 + 128], edi
-    mov edi, 25
     jmp 1f
 1:
-    mov r9d, r9d
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 128], 88
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov edx, dword ptr [r15 + 768]
+    mov esi, edx
+    mov edx, esi
+    movzx esi, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rsi
+    movzx esi, bpl
+    vmovdqu xmm1, xmmword ptr [r15 + rbp + 7552]
+    movzx ebp, dil
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j93:
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    lea rcx, [rip + .Lc1_d5011_s]
+    lea rcx, [rip + .Lc1_d5125_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5011_s_t
-.Lc1_d5011_j:
+    call .Lc1_d5125_s_t
+.Lc1_d5125_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5011_s:
+.Lc1_d5125_s:
     ret
     .popsection
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 209
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r9
+    mov edi, esi
+    mov dword ptr [r15 + 0], 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov dword ptr [r15 + 0], edi
+    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm7
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9, rbp
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 128], 244
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 768]
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7552]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 202
-    jmp 1f
-1:
-    xor dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + r9 + 7488], ebp
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edx, bpl
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 640], sil
+    mov rcx, rdi
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 16320
-    mov rax, qword ptr [r15 + rbp + 15680]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 223
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 245
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + 512], ecx
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edx, r9b
+    jmp 1f
+1:
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j94:
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    lea rcx, [rip + .Lc1_d5064_s]
+    lea rcx, [rip + .Lc1_d5178_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5064_s_t
-.Lc1_d5064_j:
+    call .Lc1_d5178_s_t
+.Lc1_d5178_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5064_s:
+.Lc1_d5178_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    movzx r9d, byte ptr [r15 + 256]
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     movzx ecx, cl
-    add rcx, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, 72
+    mov dword ptr [r15 + 0], 242
+    jmp 1f
+1:
+    mov rcx, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, 204
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    vpaddd xmm9, xmm9, xmm1
+    mov rbp, r11
+    mov r9, r11
+    mov rsi, r9
     and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3456]
-    movzx edx, byte ptr [r15 + 256]
-    mov r8d, edx
-    mov dword ptr [r15 + 320], 71
-    mov edx, 83
-    movzx edx, byte ptr [r15 + 192]
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movzx ebp, byte ptr [r15 + 320]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
     mov r9, r11
     jmp 1f
 1:
+    movzx edx, bpl
     jmp 1f
 1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm3
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    vmovdqu xmm3, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r8d, 202
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov ebp, 248
-    mov rbp, rbp
-    mov rbp, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j95:
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d5127_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5127_s_t
-.Lc1_d5127_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5127_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rcx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 8
+    mov qword ptr [r15 + 64], rsi
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    vmovq qword ptr [r15 + 0], xmm9
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 768]
-    add qword ptr [r15 + 64], rax
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 128]
+    add rsi, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ecx
-    mov qword ptr [r15 + 256], rcx
-    movzx ecx, al
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    and ecx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 704], cl
-    jmp 1f
-1:
+    mov r8d, 140
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 212
+    movsxd rax, dword ptr [r15 + 576]
     jmp 1f
 1:
     mov rbp, r11
-    mov eax, 135
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, r11
-    mov qword ptr [r15 + 448], r9
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm3
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov byte ptr [r15 + 768], r9b
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    movzx r8d, al
+    mov byte ptr [r15 + 448], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
     and r9, 448
     mov qword ptr [r15 + r9 + 832], r9
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 31
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j96:
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d5180_s]
+    lea rcx, [rip + .Lc1_d5290_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5180_s_t
-.Lc1_d5180_j:
+    call .Lc1_d5290_s_t
+.Lc1_d5290_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5180_s:
+.Lc1_d5290_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 320]
-    vpor xmm3, xmm3, xmm3
-    movzx r8d, byte ptr [r15 + 448]
-    mov ebp, 3
-    mov edi, 223
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, 31
+    mov r9d, r9d
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 223
+    mov dword ptr [r15 + 64], 148
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 91
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 320], al
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, dil
-    mov byte ptr [r15 + 0], dil
+    mov eax, 144
+    mov eax, eax
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 512], r9
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7552], r9
+    and ecx, dword ptr [r15 + r9 + 7488]
+    mov r9d, 87
+    mov eax, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 7
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov r9d, dword ptr [r15 + 192]
-    mov edx, 121
-    jmp 1f
-1:
-    mov edx, edi
-    mov qword ptr [r15 + 576], rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rdi
+    movsxd rax, dword ptr [r15 + 640]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9d, r9d
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx r9d, al
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 128]
-    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
+    and ecx, dword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 128]
+    mov edx, ecx
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j97:
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movzx r9d, dl
-    mov ebp, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 139
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    vpxor xmm3, xmm3, xmm2
-    jmp 1f
-1:
-    vpxor xmm12, xmm12, xmm8
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], r9
-    and edx, dword ptr [r15 + 640]
-    add rdx, qword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d5352_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5352_s_t
+.Lc1_d5352_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5352_s:
+    ret
+    .popsection
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 256]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 384]
     mov r9d, dword ptr [r15 + 128]
-    mov ecx, 124
-    mov qword ptr [r15 + 64], rcx
-    mov r8, r11
-    mov rbp, r11
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov ebp, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 64]
+    mov r8d, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm3
-    mov r8d, 23
-    mov r8, r8
-    mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm9, xmm9, xmm1
+    mov r8, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    mov dword ptr [r15 + 512], 186
+    mov byte ptr [r15 + 448], r8b
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 1408], rbp
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm9
+    add r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, 70
+    mov rbp, r11
+    mov qword ptr [r15 + 704], rbp
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3392], xmm9
+    mov ebp, 23
     jmp 1f
 1:
     add r11, 64
@@ -7297,427 +7509,454 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d5294_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5405_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5294_s_t
-.Lc1_d5294_j:
+    call .Lc1_d5405_s_t
+.Lc1_d5405_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5294_s:
+.Lc1_d5405_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], cl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    mov ecx, 243
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
     add rax, qword ptr [r15 + 0]
-    mov r8, rax
-    mov eax, 6
-    mov r9, r11
-    mov dword ptr [r15 + 0], 88
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    and ecx, dword ptr [r15 + r9 + 1344]
-    and ecx, dword ptr [r15 + 128]
+    mov rdi, rcx
+    and r8, 8128
+    and eax, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], eax
+    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 448], dil
+    mov dword ptr [r15 + 128], 100
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 128]
+    mov edi, 36
+    mov r8, r11
+    add rax, qword ptr [r15 + 320]
+    and r8, 1984
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm9
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], ebp
-    mov rbp, r11
-    mov eax, 118
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
+    mov r8d, 239
+    mov r8d, 45
+    mov dword ptr [r15 + 256], 132
+    mov r8d, dword ptr [r15 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 35
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    add rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ebp, 239
-    jmp 1f
-1:
-    mov ebp, 45
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j99:
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    lea rcx, [rip + .Lc1_d5349_s]
+    lea rcx, [rip + .Lc1_d5474_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5349_s_t
-.Lc1_d5349_j:
+    call .Lc1_d5474_s_t
+.Lc1_d5474_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5349_s:
+.Lc1_d5474_s:
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ebp, 150
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, r11
+    mov r8, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov ebp, ecx
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 255
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], 27
-    mov qword ptr [r15 + 320], rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 128]
-    movzx esi, dil
-    mov qword ptr [r15 + 448], rsi
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 384]
+    movzx r8d, cl
     jmp 1f
 1:
-    mov r8d, ebp
     jmp 1f
 1:
-    mov rbp, r11
-    mov r9d, 57
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 256], 71
+    mov r8d, 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 512], rsi
+    movzx esi, byte ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rsi
+    mov rsi, rcx
+    mov r9, r11
+    mov dword ptr [r15 + 256], 176
+    and ecx, dword ptr [r15 + 448]
+    and r9, 8128
+    and r8d, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 64], r8
+    mov r8, qword ptr [r15 + 128]
+    mov r9d, r8d
+    mov byte ptr [r15 + 384], r9b
+    mov r9, rcx
+    mov dword ptr [r15 + 192], 57
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j100:
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    lea rcx, [rip + .Lc1_d5404_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5404_s_t
-.Lc1_d5404_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d5530_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5530_s_t
+.Lc1_d5530_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5404_s:
+.Lc1_d5530_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
+    mov ecx, 191
     jmp 1f
 1:
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], 43
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 95
+    movzx eax, cl
+    movzx r8d, al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    add rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm9
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
     and ecx, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 128]
     and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
     mov r9, r11
     jmp 1f
 1:
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    and ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 384]
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 320]
-    movzx esi, r9b
-    jmp 1f
-1:
-    movzx r9d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 704], rbp
-    mov dword ptr [r15 + 192], 23
-    mov edx, r9d
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 233
-    mov dword ptr [r15 + 448], 108
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j101:
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    lea rcx, [rip + .Lc1_d5460_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5460_s_t
-.Lc1_d5460_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d5587_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5587_s_t
+.Lc1_d5587_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5460_s:
+.Lc1_d5587_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    movzx edx, cl
-    mov dword ptr [r15 + 0], 193
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 64
-    movzx edx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 84
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 94
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r9, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov r9d, 20
-    add r9, qword ptr [r15 + 448]
     movsxd rax, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    mov dword ptr [r15 + 448], 64
+    mov dword ptr [r15 + 512], 192
+    mov dword ptr [r15 + 384], 84
+    mov rcx, qword ptr [r15 + 128]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], sil
-    mov dword ptr [r15 + rbp + 1344], 197
+    mov dword ptr [r15 + 640], 140
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 76
+    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r9b
-    add r8, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], al
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov qword ptr [r15 + 576], rcx
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], al
+    mov rax, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 320]
+    mov r9, r11
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], r9b
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j102:
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d5512_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5512_s_t
-.Lc1_d5512_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5512_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
+    mov byte ptr [r15 + 448], r9b
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    and ecx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 512], r9b
+    mov ecx, dword ptr [r15 + 128]
+    mov edx, ecx
+    jmp 1f
+1:
     mov rbp, r11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov ecx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 704], cl
-    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], dl
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm8
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], bpl
+    mov dword ptr [r15 + 256], edx
+    mov qword ptr [r15 + 512], rcx
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + rbp + 7552], rdx
-    mov byte ptr [r15 + 384], bpl
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + r9 + 7552], rbp
+    mov r9, r11
+    mov edx, 79
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov ebp, 220
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j103:
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    movzx r8d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 49
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov r8, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 36
-    mov r8d, ebp
-    mov ebp, 23
-    mov r8d, 196
-    jmp 1f
-1:
-    mov r8d, edx
-    mov edx, 2
-    and edx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 768], dl
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 64]
-    mov edi, 197
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d5689_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5689_s_t
+.Lc1_d5689_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5689_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9, r11
+    lea rbp, [r11 + r11*1]
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
     and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov byte ptr [r15 + 192], bpl
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    mov ebp, 173
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 384], cl
+    mov ecx, r9d
     jmp 1f
 1:
+    mov rcx, r9
+    mov ecx, ecx
+    mov ecx, 37
+    jmp 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov r9d, 3
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm11
+    mov r9d, dword ptr [r15 + 64]
+    movzx ecx, r9b
+    movsxd r9, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 896], 1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], r9
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9d, 118
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 230
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
@@ -7728,304 +7967,326 @@ ditto_body_c1:
 .Lc1_j104:
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    lea rcx, [rip + .Lc1_d5617_s]
+    lea rcx, [rip + .Lc1_d5742_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5617_s_t
-.Lc1_d5617_j:
+    call .Lc1_d5742_s_t
+.Lc1_d5742_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5617_s:
+.Lc1_d5742_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 576], r9
-    and r9, 4032
-    add rcx, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov byte ptr [r15 + 0], dil
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    mov edi, edi
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 92
-    mov ebp, dword ptr [r15 + 192]
-    mov esi, ebp
-    jmp 1f
-1:
-    movzx ebp, al
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov ebp, 37
-    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, r9d
     .byte 0x66, 0x90
-    mov qword ptr [r15 + 64], rsi
-    add rsi, qword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 256]
-    and r8d, dword ptr [r15 + r9 + 3456]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rdx
+    mov r9d, ecx
+    mov r9, r11
+    add rbp, qword ptr [r15 + 64]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, cl
+    mov ecx, dword ptr [r15 + 256]
+    movzx edi, cl
+    mov qword ptr [r15 + 192], rdi
+    mov rdi, rbp
+    mov ecx, 76
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 103
+    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + 640], rbp
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    and r8, 16320
+    mov ebp, dword ptr [r15 + r8 + 15680]
+    add rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rbp
+    and edi, dword ptr [r15 + 704]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j105:
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d5678_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5678_s_t
-.Lc1_d5678_j:
+    lea rcx, [rip + .Lc1_d5799_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5799_s_t
+.Lc1_d5799_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5678_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5799_s:
     ret
     .popsection
+    movzx r8d, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rdi
+    mov ebp, 50
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 192], bpl
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm11
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov r8d, 16
+    mov r8d, r8d
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9d, esi
     jmp 1f
 1:
-    mov r9d, 15
+    mov r8, qword ptr [r15 + 384]
+    mov esi, 134
+    mov byte ptr [r15 + 768], sil
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], r9
-    mov r9d, 66
+    mov esi, edi
     jmp 1f
 1:
-    mov r9d, 239
-    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 256], edi
+    mov rdi, rdi
     jmp 1f
 1:
-    mov r9d, 134
-    mov r9, r9
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 704]
+    mov edi, 146
     jmp 1f
 1:
-    movzx ebp, dil
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 128], rdi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], sil
+    mov edi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j106:
     jz .Lc1_b1_done
 .Lc1_b1_c106:
-    lea rcx, [rip + .Lc1_d5740_s]
+    lea rcx, [rip + .Lc1_d5857_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5740_s_t
-.Lc1_d5740_j:
+    call .Lc1_d5857_s_t
+.Lc1_d5857_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5740_s:
+.Lc1_d5857_s:
     ret
     .popsection
-    vpaddd xmm0, xmm0, xmm0
-    mov byte ptr [r15 + 0], r9b
-    mov rsi, rdi
+    vpaddd xmm11, xmm11, xmm10
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rdi
     mov edi, 179
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov ecx, r9d
+    movzx ecx, cl
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, 20
-    mov dword ptr [r15 + 768], edi
-    mov byte ptr [r15 + 512], cl
+    mov edi, 119
+    mov dword ptr [r15 + 384], 24
+    mov rdi, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov r9, rcx
-    and r9d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], r9
+    mov rax, rcx
+    mov qword ptr [r15 + 320], rax
     mov r9, r11
-    mov qword ptr [r15 + 448], r9
-    mov dword ptr [r15 + 64], 11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movsxd rcx, dword ptr [r15 + 576]
-    mov edi, 135
-    mov r9, r11
-    add rsi, qword ptr [r15 + 320]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 164
-    mov r9, r11
-    mov edx, r9d
-    mov dword ptr [r15 + 128], 52
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov r9d, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + r9 + 832], r9
+    mov dword ptr [r15 + 256], 11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movsxd rax, dword ptr [r15 + 64]
+    add rax, qword ptr [r15 + 512]
+    mov ecx, 91
+    mov r9, r11
+    mov dword ptr [r15 + 192], 164
+    mov dword ptr [r15 + 448], 128
+    mov ecx, eax
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm10
+    mov ebp, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j107:
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d5792_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5792_s_t
-.Lc1_d5792_j:
+    lea rcx, [rip + .Lc1_d5906_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5906_s_t
+.Lc1_d5906_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5792_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5906_s:
     ret
     .popsection
+    lea rbp, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + 448]
+    mov ecx, 171
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 231
+    and eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, 100
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    and ebp, dword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm10
     jmp 1f
 1:
-    mov eax, 55
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     add rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov eax, 100
     jmp 1f
 1:
-    mov eax, 203
-    movzx eax, al
-    and eax, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov rbp, r9
-    mov byte ptr [r15 + 192], bpl
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    and r9, 4032
-    and ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, 183
+    mov r9d, 143
+    movzx r9d, r9b
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, rbp
     mov rbp, r11
-    add rax, qword ptr [r15 + 256]
-    mov r8, rax
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 640], 126
-    mov qword ptr [r15 + 448], r9
-    mov byte ptr [r15 + 320], r9b
-    and r8d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r11
+    and eax, dword ptr [r15 + 512]
+    add rax, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 32
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9, r11
+    mov rbp, r9
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3456], 37
-    mov r9d, 218
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], r8d
+    and eax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], al
+    mov dword ptr [r15 + 384], ebp
+    mov byte ptr [r15 + 704], r9b
+    mov qword ptr [r15 + 192], rcx
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j108:
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    mov dword ptr [r15 + 0], eax
-    lock or dword ptr [r15 + 0], 49
-    mov ecx, 181
+    lea rcx, [rip + .Lc1_d5959_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5959_s_t
+.Lc1_d5959_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5959_s:
+    ret
+    .popsection
+    mov rbp, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov rcx, rbp
+    movzx ecx, cl
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 222
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -8033,191 +8294,149 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx eax, cl
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r9
-    movsxd rax, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 128], rax
-    mov r9, r11
-    mov rax, r9
-    mov qword ptr [r15 + 704], rax
-    mov rax, r8
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    lea r9, [r11 + r11*1]
-    xor dword ptr [r15 + 448], r9d
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov rax, qword ptr [r15 + 64]
-    mov edx, eax
-    mov dword ptr [r15 + r9 + 1408], edx
+    mov byte ptr [r15 + 0], bpl
+    add r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 768], r9b
     jmp 1f
 1:
     jmp 1f
 1:
+    xchg qword ptr [r15 + 64], rbp
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r9, rcx
     jmp 1f
 1:
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9d, 99
-    movzx r9d, r9b
-    mov eax, r9d
-    mov r9, r11
-    add rdx, qword ptr [r15 + 320]
-    mov eax, edx
-    jmp 1f
-1:
-    and r9, 8128
-    xchg qword ptr [r15 + r9 + 7488], r9
-    mov byte ptr [r15 + 64], r9b
-    mov r9, rax
-    movzx eax, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
+    mov edx, 209
+    movzx edx, dl
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    mov rdx, r9
+    mov dword ptr [r15 + 576], edx
+    mov qword ptr [r15 + 64], r9
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j109:
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    lea rcx, [rip + .Lc1_d5905_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5905_s_t
-.Lc1_d5905_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5905_s:
-    ret
-    .popsection
-    add rdx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], r9b
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 640]
-    mov rdi, r9
-    mov dword ptr [r15 + 128], edi
-    mov qword ptr [r15 + 320], rcx
+    mov qword ptr [r15 + 0], rcx
+    and r9, 1984
+    and edx, dword ptr [r15 + r9 + 1344]
+    movsxd rcx, dword ptr [r15 + 384]
+    add rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], r9d
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 64], edi
-    movzx ecx, byte ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 192]
-    or qword ptr [r15 + 448], 109
+    mov qword ptr [r15 + 320], rdx
+    add r9, qword ptr [r15 + 512]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rdx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 219
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 448]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov ebp, 167
-    mov ebp, 185
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + r9 + 3456]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 129
-    mov rbp, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 256]
-    movzx r9d, r9b
-    mov dword ptr [r15 + 384], 102
-    and esi, dword ptr [r15 + 512]
+    mov r8d, 64
+    lea r8, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + 128]
+    mov edi, 48
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], r8d
+    and r9d, dword ptr [r15 + 256]
+    .byte 0x66, 0x90
+    movzx esi, dl
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 704], edx
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j110:
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5952_s]
+    lea rcx, [rip + .Lc1_d6064_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5952_s_t
-.Lc1_d5952_j:
+    call .Lc1_d6064_s_t
+.Lc1_d6064_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5952_s:
+.Lc1_d6064_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rsi
-    mov esi, 59
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov dword ptr [r15 + 0], 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 138
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov dword ptr [r15 + 128], esi
-    mov esi, dword ptr [r15 + 704]
-    mov r8, r11
-    mov ecx, r8d
-    mov ecx, ecx
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, 215
-    mov ecx, dword ptr [r15 + 384]
     and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    and edx, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, r8d
-    mov dword ptr [r15 + 128], ebp
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 320]
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, rcx
+    mov ecx, 86
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 896], r8
+    mov r9d, r8d
+    mov r8d, r9d
+    mov byte ptr [r15 + 320], r8b
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8d, 62
+    movsxd r8, dword ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], r8d
+    vmovq xmm9, rcx
+    mov ecx, r9d
+    mov dword ptr [r15 + 128], 142
     mov byte ptr [r15 + 512], r8b
-    movsxd r8, dword ptr [r15 + r9 + 1408]
-    mov r9d, dword ptr [r15 + 256]
+    mov r8, r11
+    mov r9, r11
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 192]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 512], 87
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -8229,13 +8448,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d6008_s]
+    lea rcx, [rip + .Lc1_d6120_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6008_s_t
-.Lc1_d6008_j:
+    call .Lc1_d6120_s_t
+.Lc1_d6120_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6008_s:
+.Lc1_d6120_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -8269,262 +8488,256 @@ ditto_body_c1:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 67
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 170
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 128], eax
-    mov eax, 14
-    movzx ecx, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 251
+    mov r8d, 19
+    mov eax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 27
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 320]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], r9d
+    and rbp, 8128
+    and eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, 209
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 256]
+    vpor xmm8, xmm8, xmm7
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 384], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, r11
-    mov edi, 23
-    and r9, 16320
-    mov edi, dword ptr [r15 + r9 + 15680]
-    mov qword ptr [r15 + 512], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 209
-    movsxd r9, dword ptr [r15 + 64]
-    vmovq xmm12, r9
-    mov r9d, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], r9d
-    mov r9, r11
-    vpor xmm12, xmm12, xmm12
-    mov byte ptr [r15 + 576], dil
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rsi, rdi
-    mov edi, esi
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], eax
+    mov rax, rbp
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j112:
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d6075_s]
+    lea rcx, [rip + .Lc1_d6188_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6075_s_t
-.Lc1_d6075_j:
+    call .Lc1_d6188_s_t
+.Lc1_d6188_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6075_s:
+.Lc1_d6188_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 78
+    mov dword ptr [r15 + 192], 78
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 224
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 35
-    mov qword ptr [r15 + 256], r9
-    mov r9d, dword ptr [r15 + 192]
-    mov rsi, r9
-    mov dword ptr [r15 + 704], 91
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov rcx, r9
-    mov r9, r11
-    mov eax, r9d
-    mov eax, eax
-    mov eax, dword ptr [r15 + 640]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    movzx r9d, r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, rax
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 64]
     mov rbp, r11
-    mov rdx, rbp
-    mov edx, 41
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], rbp
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rbp, qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 448]
-    and edx, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 0], edi
+    mov edi, 124
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov rdi, rbp
+    mov edi, edi
+    mov edi, edi
+    mov edi, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 704]
+    mov r9, r11
+    mov r8, r11
+    movzx esi, r8b
+    mov esi, dword ptr [r15 + 256]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, rsi
+    jmp 1f
+1:
+    mov r8, rbp
+    mov ebp, 20
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 128], 140
+    mov dword ptr [r15 + 320], 51
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j113:
     jz .Lc1_b1_done
 .Lc1_b1_c113:
-    mov eax, 69
-    jmp 1f
-1:
-    movzx ebp, bpl
-    add rbp, qword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, dl
-    vpshufd xmm12, xmm12, 90
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 50
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    add qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 50
-    mov edx, 165
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 9
+    lea rcx, [rip + .Lc1_d6242_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6242_s_t
+.Lc1_d6242_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6242_s:
+    ret
+    .popsection
     mov rbp, r11
-    add rax, qword ptr [r15 + 128]
     and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movsxd rbp, dword ptr [r15 + 768]
+    mov ecx, 85
+    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 192], 0
+    mov rdx, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 203
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 448]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 448]
+    mov eax, 196
+    add rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 576], rax
     mov r8, r11
-    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm8, xmm9, 165
     and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 128], cl
-    mov rcx, rdi
-    mov edi, ecx
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 832], r9
+    mov r8d, 9
+    mov eax, 243
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 192], r8b
+    add rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8, rbp
+    mov r8d, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rax, r9
+    mov qword ptr [r15 + 384], rax
+    mov eax, 52
+    mov r9d, eax
+    mov rax, r9
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j114:
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    lea rcx, [rip + .Lc1_d6184_s]
+    lea rcx, [rip + .Lc1_d6293_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6184_s_t
-.Lc1_d6184_j:
+    call .Lc1_d6293_s_t
+.Lc1_d6293_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6184_s:
+.Lc1_d6293_s:
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r8d, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 39
-    mov r8d, 26
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], esi
-    mov dword ptr [r15 + 640], r8d
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8d, 152
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 576]
-    mov eax, 10
-    movsxd rax, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], r9d
     mov r9, r11
-    movzx edi, r9b
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
+    and r9, 16320
+    mov eax, dword ptr [r15 + r9 + 15680]
+    mov r9, r11
     jmp 1f
 1:
-    or qword ptr [r15 + 256], 111
-    movzx r9d, r8b
-    mov byte ptr [r15 + rbp + 3456], r9b
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 172
+    jmp 1f
+1:
+    mov ecx, r9d
+    lea r9, [r11 + r11*1]
+    mov edi, r9d
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1408]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
+    vmovdqu ymmword ptr [r15 + 704], ymm7
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    mov ecx, 171
+    mov ecx, ecx
+    mov dword ptr [r15 + 128], ecx
+    mov r9d, 70
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx esi, dl
+    mov rdx, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    movzx ebp, r8b
+    and ebp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -8537,13 +8750,13 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2
     setz al
-    lea rcx, [rip + .Lc1_d6241_s]
+    lea rcx, [rip + .Lc1_d6350_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6241_s_t
-.Lc1_d6241_j:
+    call .Lc1_d6350_s_t
+.Lc1_d6350_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6241_s:
+.Lc1_d6350_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -8554,103 +8767,96 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 256], al
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 128]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    movzx r9d, bpl
-    movzx ebp, byte ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 448]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 128], r8d
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 896]
+    and ecx, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 768]
+    movzx edi, sil
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], esi
+    mov esi, dword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx edx, r9b
+    and r9, 8128
     mov rbp, r11
+    lock xadd qword ptr [r15 + r9 + 7552], rax
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 64], rdx
+    mov rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 8128
-    lock xadd qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    movzx edx, dil
-    movsxd rdi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 704], rdi
-    mov rdi, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 832]
+    mov rbp, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j116:
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    lea rcx, [rip + .Lc1_d6289_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6289_s_t
-.Lc1_d6289_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6289_s:
-    ret
-    .popsection
+    mov r9d, 18
+    movzx r9d, byte ptr [r15 + 384]
+    mov edx, 176
+    add rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 5
+    or qword ptr [r15 + 576], 30
+    mov ebp, 153
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rdi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 173
-    mov ecx, 168
-    vmovq xmm3, rcx
+    vmovdqu xmmword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 144
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 192], ymm3
-    mov rsi, qword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 576]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 768], al
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3456], rbp
-    and edi, dword ptr [r15 + 384]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    mov rax, rax
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov qword ptr [r15 + rbp + 3392], rdi
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 320]
+    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 640], sil
+    mov rbp, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx r8d, bpl
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov rbp, rsi
+    mov esi, dword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 192], r8
+    mov r8d, edi
+    mov qword ptr [r15 + 192], r8
+    movzx r8d, sil
     add r11, 64
     inc rbx
     dec r13
@@ -8663,210 +8869,219 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d6341_s]
+    lea rcx, [rip + .Lc1_d6447_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6341_s_t
-.Lc1_d6341_j:
+    call .Lc1_d6447_s_t
+.Lc1_d6447_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6341_s:
+.Lc1_d6447_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 64]
     and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov rcx, rax
-    mov qword ptr [r15 + 384], rcx
-    movzx ecx, byte ptr [r15 + 448]
-    mov eax, 13
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 12
+    vpor xmm9, xmm9, xmm9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], ebp
-    movzx eax, bpl
-    mov qword ptr [r15 + 192], rax
-    mov rax, qword ptr [r15 + 128]
-    mov r8d, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], ecx
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, byte ptr [r15 + rbp + 7552]
+    mov byte ptr [r15 + 512], cl
+    mov rbp, r11
+    mov qword ptr [r15 + 704], rbp
+    mov rcx, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], eax
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9d, 112
+    mov r9d, 160
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r9d
+    mov byte ptr [r15 + 512], dl
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
     jmp 1f
 1:
-    vpor xmm12, xmm12, xmm3
-    mov rax, qword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], cl
-    movsxd rcx, dword ptr [r15 + rbp + 7552]
+    mov r9d, ebp
+    mov dword ptr [r15 + 64], r9d
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j118:
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    mov r8, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    and eax, dword ptr [r15 + 768]
-    mov ecx, 245
-    mov r8, rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d6502_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6502_s_t
+.Lc1_d6502_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6502_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9d, dword ptr [r15 + 576]
     jmp 1f
 1:
-    movzx r8d, al
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9d, 164
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8d, 67
-    mov byte ptr [r15 + 256], r8b
-    mov r8, rcx
-    mov rcx, qword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rdx
-    mov rdx, r9
+    mov edx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
-    mov r8d, 130
+    mov r8d, 141
+    mov r8d, 35
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rax
+    mov rax, rcx
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 134
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 176
     jmp 1f
 1:
-    mov r9d, 241
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    vmovdqu xmmword ptr [r15 + 128], xmm9
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 384]
+    mov rcx, r9
+    mov r9, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 256]
+    mov edi, 241
+    movsxd rdi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], r8d
-    mov byte ptr [r15 + 512], r9b
-    mov r9d, 20
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov dword ptr [r15 + 192], 64
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j119:
     jz .Lc1_b1_done
 .Lc1_b1_c119:
-    lea rcx, [rip + .Lc1_d6445_s]
+    lea rcx, [rip + .Lc1_d6556_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6445_s_t
-.Lc1_d6445_j:
+    call .Lc1_d6556_s_t
+.Lc1_d6556_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6445_s:
+.Lc1_d6556_s:
     ret
     .popsection
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 640]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 64], dil
+    and ecx, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    jmp 1f
+1:
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 704], cl
     mov r8, r11
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 64], sil
-    and r8, 4032
-    and r9d, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov rcx, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], cl
     mov ecx, 221
     mov ecx, 90
     movzx ecx, cl
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, ecx
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8d, ecx
     jmp 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rax
-    and ebp, dword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rbp, rcx
+    and ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
     jmp 1f
 1:
     add r11, 64
@@ -8875,323 +9090,322 @@ ditto_body_c1:
 .Lc1_j120:
     jz .Lc1_b1_done
 .Lc1_b1_c120:
-    lea rcx, [rip + .Lc1_d6504_s]
+    lea rcx, [rip + .Lc1_d6615_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6504_s_t
-.Lc1_d6504_j:
+    call .Lc1_d6615_s_t
+.Lc1_d6615_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6504_s:
+.Lc1_d6615_s:
     ret
     .popsection
-    mov dword ptr [r15 + 704], eax
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 0], 101
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov rcx, rbp
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 101
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 128]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], ebp
+    movzx edx, r8b
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 768]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, al
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    add rbp, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, r8b
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], r8d
-    movzx r8d, bpl
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, byte ptr [r15 + 320]
-    mov ebp, r8d
-    mov qword ptr [r15 + 256], rbp
-    mov ebp, 222
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], bpl
+    movzx edi, byte ptr [r15 + 256]
+    movzx esi, dil
+    movzx edi, byte ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 448]
+    movzx r9d, dil
+    mov dword ptr [r15 + 192], r9d
+    mov qword ptr [r15 + 320], rax
+    mov eax, r8d
+    movzx r8d, byte ptr [r15 + 384]
+    mov edi, 205
+    mov rdi, qword ptr [r15 + 576]
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j121:
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d6561_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6561_s_t
-.Lc1_d6561_j:
+    lea rcx, [rip + .Lc1_d6669_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6669_s_t
+.Lc1_d6669_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6561_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6669_s:
     ret
     .popsection
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 128], 142
+    mov dword ptr [r15 + 0], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 210
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 512]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    movzx edi, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 640]
+    movzx edx, r8b
+    movsxd r8, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 192]
+    and r8, 448
     mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov rax, rcx
-    and rbp, 16320
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    mov ebp, ecx
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3456]
-    mov eax, 140
+    and rbp, 1984
+    add rsi, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8, rbp
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 768]
-    movzx edi, dl
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov r9, rdx
-    mov rdx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdx
+    mov edx, dword ptr [r15 + r9 + 7552]
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r9
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rdx
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j122:
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    lea rcx, [rip + .Lc1_d6609_s]
+    lea rcx, [rip + .Lc1_d6718_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6609_s_t
-.Lc1_d6609_j:
+    call .Lc1_d6718_s_t
+.Lc1_d6718_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6609_s:
+.Lc1_d6718_s:
     ret
     .popsection
-    mov qword ptr [r15 + 448], rdx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 128]
     lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    jmp 1f
+1:
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3456]
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], r9b
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 109
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 26
     jmp 1f
 1:
+    mov r8, r11
+    mov qword ptr [r15 + 448], r8
+    movzx r9d, byte ptr [r15 + 320]
+    and r8, 448
+    add rcx, qword ptr [r15 + r8 + 832]
+    mov r8, r11
     jmp 1f
 1:
-    movzx edx, r9b
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 192], 156
-    mov r9d, 186
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 15680]
+    add qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    vpaddd xmm12, xmm12, xmm12
-    lea r9, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 384], xmm15
-    add rcx, qword ptr [r15 + 64]
+    mov r8d, 77
+    mov dword ptr [r15 + 64], 7
+    add r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 704], r9b
     jmp 1f
 1:
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    mov edi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ecx
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ebp, 8
-    mov ebp, 31
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, qword ptr [r15 + r9 + 896]
-    mov dword ptr [r15 + 640], 43
+    mov qword ptr [r15 + 256], rax
+    mov eax, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], al
+    mov eax, 44
+    mov r8, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j123:
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    lea rcx, [rip + .Lc1_d6660_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6660_s_t
-.Lc1_d6660_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6660_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
     mov r9, r11
-    mov ebp, 193
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9d, 129
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 222
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 512], r9b
-    movzx ecx, byte ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 384]
-    mov rsi, r9
-    jmp 1f
-1:
-    vmovq xmm0, rcx
-    mov r9, r11
-    mov qword ptr [r15 + 192], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 168
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 768], rcx
-    mov r9, r11
-    mov rcx, r9
-    movzx ecx, cl
+    mov rax, r9
+    mov rax, qword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
     and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    vmovq xmm3, rbp
+    mov dword ptr [r15 + r9 + 832], 236
+    mov r9d, 98
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    mov rcx, r9
+    and ecx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov rdi, rax
+    movsxd rax, dword ptr [r15 + r9 + 7552]
+    movzx r9d, al
+    vmovq xmm10, r9
+    jmp 1f
+1:
+    mov eax, 28
+    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 80
+    movzx eax, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    movzx r9d, byte ptr [r15 + r8 + 1408]
+    mov r8, r9
+    mov rax, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rax
+    movzx eax, byte ptr [r15 + 320]
+    vmovq xmm11, rax
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j124:
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d6823_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6823_s_t
+.Lc1_d6823_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6823_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 192]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov ecx, 6
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rax
+    mov qword ptr [r15 + 256], r8
     jmp 1f
 1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
+    movzx eax, byte ptr [r15 + 512]
+    mov rcx, rax
+    mov eax, ecx
+    mov ecx, eax
+    mov qword ptr [r15 + 320], rcx
     mov rbp, r11
-    mov r9, r11
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 64]
     and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov qword ptr [r15 + 576], rbp
-    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 256]
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + 448]
+    mov r9, r11
+    mov qword ptr [r15 + 704], r9
+    movsxd rdi, dword ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + 128], edi
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, r9
-    add rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rcx
-    mov qword ptr [r15 + 512], r9
-    add r9, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8, r11
-    mov rax, qword ptr [r15 + 640]
-    mov edi, 89
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8d, ebp
-    mov ebp, 182
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
+    mov qword ptr [r15 + 64], rdx
+    movzx edx, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -9201,565 +9415,562 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6764_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d6876_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6764_s_t
-.Lc1_d6764_j:
+    call .Lc1_d6876_s_t
+.Lc1_d6876_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6764_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6876_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    mov dword ptr [r15 + 256], 13
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov ecx, 37
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov rbp, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 58
-    mov edi, eax
-    mov dword ptr [r15 + 768], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
+    vmovdqu xmmword ptr [r15 + 128], xmm11
+    mov dword ptr [r15 + 0], 13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov ecx, 133
+    mov eax, 59
+    mov byte ptr [r15 + 0], al
     add rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8d, eax
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 9
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, edx
+    mov r8d, 133
+    mov r8, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, dword ptr [r15 + 192]
     mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    mov edi, dword ptr [r15 + 448]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    mov dword ptr [r15 + 192], ecx
+    movzx edx, byte ptr [r15 + 320]
+    vmovq qword ptr [r15 + 128], xmm11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 768], 155
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 222
-    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov ebp, r8d
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm0
+    add rax, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j126:
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    lea rcx, [rip + .Lc1_d6825_s]
+    lea rcx, [rip + .Lc1_d6924_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6825_s_t
-.Lc1_d6825_j:
+    call .Lc1_d6924_s_t
+.Lc1_d6924_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6825_s:
+.Lc1_d6924_s:
     ret
     .popsection
-    add rax, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r8d, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 64]
     add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 229
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov ecx, 137
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    mov rsi, r9
+    mov ebp, dword ptr [r15 + 192]
+    mov r9, rbp
+    mov rbp, qword ptr [r15 + 704]
+    mov edi, ebp
+    mov ebp, 97
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, r11
-    mov edi, r9d
+    vmovdqu ymmword ptr [r15 + 384], ymm11
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 128]
-    mov r9d, 191
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    mov r8, r11
-    mov r9d, 95
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov ebp, esi
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    add rdi, qword ptr [r15 + 128]
+    mov rbp, rdi
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j127:
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d6883_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6883_s_t
-.Lc1_d6883_j:
+    lea rcx, [rip + .Lc1_d6978_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6978_s_t
+.Lc1_d6978_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6883_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6978_s:
     ret
     .popsection
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 183
-    add rax, qword ptr [r15 + 0]
+    mov edi, 183
+    mov byte ptr [r15 + 320], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 189
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rbp
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rbp
+    mov edi, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    and edi, dword ptr [r15 + 384]
+    and edi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 192], rbp
-    mov esi, 61
-    mov qword ptr [r15 + 512], rsi
     and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3456]
+    mov r8, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 448]
+    and eax, dword ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 39
+    vmovdqu xmmword ptr [r15 + 320], xmm10
+    jmp 1f
+1:
+    mov r9d, r8d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov r8d, r8d
     mov r8, r11
-    or qword ptr [r15 + 320], 45
-    mov edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], sil
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    add rcx, qword ptr [r15 + 704]
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    and edi, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + r8 + 832]
+    add rsi, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j128:
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    lea rcx, [rip + .Lc1_d6932_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6932_s_t
-.Lc1_d6932_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7032_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7032_s_t
+.Lc1_d7032_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6932_s:
+.Lc1_d7032_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11 + r11*1]
+    mov esi, 75
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r9, r11
+    mov dword ptr [r15 + 384], 217
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    or qword ptr [r15 + 64], 85
+    movzx eax, r8b
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 320], eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 768], 215
-    mov dword ptr [r15 + 448], ecx
+    mov eax, 31
+    mov byte ptr [r15 + 192], al
+    mov rax, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r8b
-    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 1344], 186
+    mov r8d, ecx
     jmp 1f
 1:
-    mov ecx, 237
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    mov ecx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r8, r11
-    lea rbp, [r11 + r11*1]
-    mov ecx, 100
-    mov rcx, rcx
-    and r8, 8128
-    add rcx, qword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov dword ptr [r15 + 384], 186
-    mov edx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], 92
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 320]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    or qword ptr [r15 + 128], 4
-    mov rbp, rdx
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 448], r9d
+    movsxd r9, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 512]
+    mov rdi, rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j129:
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    and r9d, dword ptr [r15 + 256]
+    lea rcx, [rip + .Lc1_d7094_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7094_s_t
+.Lc1_d7094_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7094_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    mov byte ptr [r15 + 448], al
+    mov eax, 230
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 39
-    mov dword ptr [r15 + 0], 157
-    mov ebp, 216
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 200
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov rbp, rdx
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, r9
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov r8, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov edx, 14
-    jmp 1f
-1:
-    and r8, 4032
-    and r9d, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 320], 75
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 640]
-    vmovq qword ptr [r15 + 576], xmm15
-    mov r8, r11
-    mov edx, r8d
-    movzx edx, byte ptr [r15 + 64]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8, rax
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov eax, ecx
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 448]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 448], r8d
+    mov qword ptr [r15 + 704], rax
+    and ecx, dword ptr [r15 + 512]
+    and rbp, 4032
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov eax, 43
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 768]
+    mov rdx, rax
+    mov dword ptr [r15 + rbp + 3456], 93
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 250
+    mov rbp, rbp
+    and ebp, dword ptr [r15 + 128]
+    mov rax, rbp
+    movsxd rax, dword ptr [r15 + 256]
+    and eax, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j130:
     jz .Lc1_b1_done
 .Lc1_b1_c130:
-    lea rcx, [rip + .Lc1_d7039_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7039_s_t
-.Lc1_d7039_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7039_s:
-    ret
-    .popsection
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], bpl
     mov rbp, r11
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 320]
+    mov r8, r11
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 512]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 64], 58
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 576]
+    mov r8, r11
+    mov ecx, 124
+    mov ecx, dword ptr [r15 + 256]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
     jmp 1f
 1:
     mov r8d, ecx
-    mov rcx, r8
-    and rbp, 16320
-    add r9, qword ptr [r15 + rbp + 15680]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov byte ptr [r15 + 768], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 199
-    and r8d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 448]
-    add rdi, qword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 512], 133
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, dword ptr [r15 + 256]
-    movzx eax, dl
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov ebp, dword ptr [r15 + 128]
-    mov rdx, rbp
+    mov r8, r9
+    mov r8, r8
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 128]
+    mov r8d, r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rax
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j131:
     jz .Lc1_b1_done
 .Lc1_b1_c131:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d7093_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7093_s_t
-.Lc1_d7093_j:
+    lea rcx, [rip + .Lc1_d7205_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7205_s_t
+.Lc1_d7205_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7093_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7205_s:
     ret
     .popsection
+    mov r8, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx r8d, cl
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    mov r8d, 44
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 163
+    movzx r8d, r8b
     add r8, qword ptr [r15 + 0]
-    movzx eax, r8b
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    vpor xmm15, xmm15, xmm15
+    mov dword ptr [r15 + 64], 53
+    mov rcx, r8
+    mov byte ptr [r15 + 192], cl
+    mov rcx, r8
     mov r8, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    movzx eax, al
-    mov qword ptr [r15 + 512], rax
-    and r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    vpor xmm8, xmm8, xmm11
-    mov dword ptr [r15 + 576], 234
-    mov rcx, rax
-    mov rax, rcx
-    movzx ecx, al
-    movzx eax, cl
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 192]
-    movzx r9d, cl
-    mov ecx, 138
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 384]
-    mov rbp, r11
+    mov ecx, r8d
+    movzx r8d, cl
     mov r8, r11
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov ebp, r9d
-    and r8, 448
-    and r9d, dword ptr [r15 + r8 + 832]
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 320]
+    and r8, 16320
+    mov rdi, qword ptr [r15 + r8 + 15680]
+    movzx r8d, dil
+    movzx edi, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx edx, cl
+    mov qword ptr [r15 + 704], rdx
+    mov edx, dword ptr [r15 + 448]
+    and edx, dword ptr [r15 + 128]
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 256]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
+    and edi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j132:
     jz .Lc1_b1_done
 .Lc1_b1_c132:
-    lea rcx, [rip + .Lc1_d7144_s]
+    lea rcx, [rip + .Lc1_d7258_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7144_s_t
-.Lc1_d7144_j:
+    call .Lc1_d7258_s_t
+.Lc1_d7258_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7144_s:
+.Lc1_d7258_s:
     ret
     .popsection
+    mov dword ptr [r15 + 128], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov edi, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 192]
+    movzx ecx, dil
+    jmp 1f
+1:
+    xor dword ptr [r15 + 256], edi
+    jmp 1f
+1:
+    mov ecx, edi
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], ebp
-    mov r9d, dword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 128]
-    vpcmpeqb xmm13, xmm13, xmm11
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 512]
-    mov edx, esi
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 256]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 181
-    movzx r8d, cl
+    lea r9, [r11 + r11*1]
+    mov esi, 115
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 168
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, r8d
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    vpxor xmm13, xmm13, xmm10
+    mov esi, eax
+    mov rax, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
     mov rbp, rdx
     and ebp, dword ptr [r15 + 64]
-    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], edx
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
+    xor dword ptr [r15 + 768], eax
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r8
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 6
-    mov qword ptr [r15 + 448], rdx
+    mov qword ptr [r15 + r9 + 896], rdx
+    mov dword ptr [r15 + 384], 137
     jmp 1f
 1:
     jmp 1f
@@ -9773,37 +9984,26 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d7202_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d7316_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d7202_s_t
-.Lc1_d7202_j:
+    call .Lc1_d7316_s_t
+.Lc1_d7316_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7202_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7316_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 256]
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1408]
+    movzx eax, byte ptr [r15 + rbp + 1408]
     jmp 1f
 1:
     jmp 1f
@@ -9812,36 +10012,34 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 192]
-    mov esi, 93
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, 235
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 64]
     mov rdx, qword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 128], ymm8
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov byte ptr [r15 + 512], cl
+    mov ebp, 89
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], r8b
-    mov r8d, 139
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r8d, bpl
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 64]
+    movzx r8d, r9b
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 128]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rbp, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -9850,812 +10048,821 @@ ditto_body_c1:
 .Lc1_j134:
     jz .Lc1_b1_done
 .Lc1_b1_c134:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d7368_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7368_s_t
+.Lc1_d7368_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7368_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rcx, rax
+    mov dword ptr [r15 + 0], 124
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 153
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, cl
     mov rbp, r11
-    mov r8d, 67
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, bpl
-    mov qword ptr [r15 + 256], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r8, r8
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 100
-    mov ebp, dword ptr [r15 + 128]
-    mov r8d, 24
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    jmp 1f
-1:
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 576]
-    mov ecx, 239
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    add r8, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edi, bpl
-    mov edi, 239
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 512], 75
     and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    and edi, dword ptr [r15 + 448]
-    movzx ebp, dil
+    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp 1f
+1:
+    movzx ecx, al
+    mov rcx, qword ptr [r15 + 256]
+    movzx ebp, cl
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, rcx
+    mov ecx, 76
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    and r8d, dword ptr [r15 + 128]
+    mov edi, r8d
+    movzx r8d, dil
+    movzx edi, r8b
+    mov r8d, 65
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j135:
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d7314_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7314_s_t
-.Lc1_d7314_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7314_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    mov r9, r11
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 256]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8d, 113
-    mov dword ptr [r15 + 64], 43
-    mov r8, rbp
-    mov dword ptr [r15 + 320], 46
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov byte ptr [r15 + 128], sil
-    mov rbp, r11
-    vpcmpeqb xmm8, xmm8, xmm13
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movzx esi, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rsi
-    vpshufd xmm13, xmm8, 93
-    jmp 1f
-1:
-    mov ebp, 185
-    movzx ebp, bpl
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    movzx esi, sil
-    mov dword ptr [r15 + 512], esi
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j136:
-    jz .Lc1_b1_done
-.Lc1_b1_c136:
-    lea rcx, [rip + .Lc1_d7366_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7366_s_t
-.Lc1_d7366_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7366_s:
-    ret
-    .popsection
-    mov byte ptr [r15 + 768], sil
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 512]
-    vpmovmskb edx, xmm5
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 128]
-    mov r9, r11
-    movzx edx, r9b
-    mov edx, dword ptr [r15 + 64]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    nop
-    mov r9, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    movsxd rax, dword ptr [r15 + 192]
-    mov r9d, eax
-    movsxd rax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 576]
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 154
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rax
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j137:
-    jz .Lc1_b1_done
-.Lc1_b1_c137:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
     lea rcx, [rip + .Lc1_d7422_s]
-    lea rcx, [rcx + rax*8]
+    add rcx, qword ptr [r15 + 67117728]
     call .Lc1_d7422_s_t
 .Lc1_d7422_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
 .Lc1_d7422_s:
     ret
+    .popsection
+    mov r8, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov eax, 90
+    mov dword ptr [r15 + 64], 156
+    mov rax, rcx
+    mov dword ptr [r15 + 576], 133
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    vpcmpeqb xmm15, xmm15, xmm12
+    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + r8 + 1408], rbp
+    mov qword ptr [r15 + 448], r8
+    vpshufd xmm15, xmm15, 185
+    jmp 1f
+1:
+    mov r8d, 255
+    movzx r8d, r8b
+    .byte 0x0f, 0x1f, 0x00
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov dword ptr [r15 + 512], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j136:
+    jz .Lc1_b1_done
+.Lc1_b1_c136:
+    lea rcx, [rip + .Lc1_d7474_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7474_s_t
+.Lc1_d7474_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
+.Lc1_d7474_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rax
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, eax
-    mov r9, r11
-    jmp 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    movzx r9d, al
-    mov eax, r9d
-    movzx r9d, byte ptr [r15 + 512]
-    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 58
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 86
-    mov dword ptr [r15 + 640], 140
     jmp 1f
 1:
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 136
+    mov r8, r8
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rcx
+    add rbp, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3456]
+    or qword ptr [r15 + 640], 72
     mov rbp, r11
-    and eax, dword ptr [r15 + 128]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
+    nop
+    mov rsi, r9
+    jmp 1f
+1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 151
-    movzx ebp, r8b
-    mov r8d, 250
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov esi, ebp
+    mov ebp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 152
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3392], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j137:
+    jz .Lc1_b1_done
+.Lc1_b1_c137:
+    add rdx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, r9d
+    mov dword ptr [r15 + 0], 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 57
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
+    mov rdx, qword ptr [r15 + 128]
+    mov eax, edx
+    movzx edx, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 8
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j138:
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d7472_s]
+    lea rcx, [rip + .Lc1_d7577_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7472_s_t
-.Lc1_d7472_j:
+    call .Lc1_d7577_s_t
+.Lc1_d7577_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7472_s:
+.Lc1_d7577_s:
     ret
     .popsection
+    mov r9, r11
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 384]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov esi, 201
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    mov ecx, 206
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, rsi
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8d, 199
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 640], sil
+    movzx esi, byte ptr [r15 + 128]
+    vpmovmskb ecx, xmm10
     mov rbp, r11
+    mov dword ptr [r15 + 256], 142
     and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    vpmovmskb ecx, xmm13
-    movzx ecx, byte ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 64]
-    mov rdx, rbp
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 576], 99
+    mov edi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], edi
+    mov edi, 32
+    mov edi, edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 96
-    movzx esi, r9b
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3456], xmm13
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 169
-    mov ecx, edx
-    mov edx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 176
-    mov byte ptr [r15 + 256], cl
-    mov byte ptr [r15 + 320], r9b
-    mov r9d, 122
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + rbp + 3392], r8
+    mov qword ptr [r15 + rbp + 3392], rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j139:
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    lea rcx, [rip + .Lc1_d7526_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7526_s_t
-.Lc1_d7526_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d7635_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7635_s_t
+.Lc1_d7635_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7526_s:
+.Lc1_d7635_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 384], r9d
-    mov r8d, ecx
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], cl
-    movzx r9d, cl
-    mov ecx, r9d
+    movsxd rbp, dword ptr [r15 + 448]
+    mov eax, ebp
+    and eax, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 384], al
+    movsxd rax, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], eax
+    movzx eax, cl
+    mov rcx, rax
+    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    and r8d, dword ptr [r15 + 448]
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, ecx
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    and r9, 16320
-    mov rsi, qword ptr [r15 + r9 + 15680]
-    mov r9, rsi
-    mov esi, r9d
-    and esi, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 896]
-    movzx ebp, r9b
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 192]
+    mov rbp, rcx
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ebp, al
+    mov rax, rbp
+    movzx ebp, byte ptr [r15 + 64]
+    movzx ecx, bpl
+    mov rbp, r11
+    mov byte ptr [r15 + 192], bpl
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov ebp, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
     mov r8, r11
-    mov r9, r8
+    movsxd rsi, dword ptr [r15 + 128]
     and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r9d, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 576]
+    mov r8d, edx
+    mov rdx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j140:
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    mov r8d, r9d
-    mov qword ptr [r15 + 0], r8
+    lea rcx, [rip + .Lc1_d7691_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7691_s_t
+.Lc1_d7691_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7691_s:
+    ret
+    .popsection
+    mov r8, r11
+    and r8, 16320
+    movsxd rdx, dword ptr [r15 + r8 + 15680]
+    mov r8, qword ptr [r15 + 448]
+    mov ecx, r8d
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r9d, r8d
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 198
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 192], xmm10
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdi, r9
+    mov r9d, dword ptr [r15 + 128]
+    vpshufd xmm10, xmm10, 232
+    movsxd rsi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 109
-    mov dword ptr [r15 + 0], 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 704]
-    lea r8, [r11 + r11*1]
-    mov rdi, r8
+    mov r9, r11
+    add r8, qword ptr [r15 + 64]
+    mov r8, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 40
     and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm13
-    mov qword ptr [r15 + 384], rbp
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 512], r9d
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edi, 251
-    mov rbp, r11
-    mov edi, ebp
+    movzx r8d, byte ptr [r15 + 576]
     jmp 1f
 1:
-    vpshufd xmm13, xmm2, 165
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm13
-    movsxd rcx, dword ptr [r15 + 192]
-    mov edx, ecx
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], ecx
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 768]
-    add qword ptr [r15 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j141:
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d7637_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7637_s_t
-.Lc1_d7637_j:
+    lea rcx, [rip + .Lc1_d7743_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7743_s_t
+.Lc1_d7743_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7637_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7743_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], al
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov eax, edx
-    lea rbp, [r11 + r11*1]
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 128]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 896]
-    mov r8d, ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 208
-    movsxd rdi, dword ptr [r15 + 576]
-    movzx esi, dil
-    movzx edi, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 59
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r9
+    mov ecx, 173
+    mov r9, r11
+    mov ecx, r9d
+    and ecx, dword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 192]
     mov rbp, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movzx r9d, cl
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edi
+    mov dword ptr [r15 + 128], 62
+    movzx edi, cl
+    mov dword ptr [r15 + 384], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     movzx ecx, bpl
     jmp 1f
 1:
+    mov edi, edi
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r9
-    mov r9d, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 192], bpl
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 448], dil
+    movsxd rdi, dword ptr [r15 + rbp + 3456]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j142:
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    lea rcx, [rip + .Lc1_d7690_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7690_s_t
-.Lc1_d7690_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7690_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 64], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 8128
-    and ebp, dword ptr [r15 + r9 + 7552]
-    vpaddd xmm13, xmm13, xmm13
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    mov esi, ecx
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, 226
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 245
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rbp, qword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov eax, r9d
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 320], xmm13
-    mov dword ptr [r15 + 128], 82
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j143:
-    jz .Lc1_b1_done
-.Lc1_b1_c143:
-    lea rcx, [rip + .Lc1_d7744_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7744_s_t
-.Lc1_d7744_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7744_s:
-    ret
-    .popsection
-    movsxd r9, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 448]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r9d, cl
-    mov r9, r11
-    mov eax, dword ptr [r15 + 384]
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 384]
-    add r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], r9d
-    jmp 1f
-1:
-    mov r9d, 131
-    add r9, qword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    add rdi, qword ptr [r15 + 192]
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    jmp 1f
-1:
-    mov ebp, edx
-    mov dword ptr [r15 + 256], 40
-    mov dword ptr [r15 + 768], 193
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 5
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j144:
-    jz .Lc1_b1_done
-.Lc1_b1_c144:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
     lea rcx, [rip + .Lc1_d7797_s]
-    lea rcx, [rcx + rax*8]
+    add rcx, qword ptr [r15 + 67117728]
     call .Lc1_d7797_s_t
 .Lc1_d7797_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
 .Lc1_d7797_s:
     ret
+    .popsection
+    mov rbp, rdi
+    mov dword ptr [r15 + 0], 83
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 5
+    mov byte ptr [r15 + 0], dil
+    vpaddd xmm10, xmm10, xmm10
+    mov ecx, 158
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*2]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    movzx edi, cl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1472], bpl
+    and ecx, dword ptr [r15 + 384]
+    mov edi, ecx
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    mov edi, r8d
+    mov qword ptr [r15 + 320], rdi
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 124
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j143:
+    jz .Lc1_b1_done
+.Lc1_b1_c143:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d7855_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7855_s_t
+.Lc1_d7855_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7855_s:
+    ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov dword ptr [r15 + 320], 194
+    mov qword ptr [r15 + 128], rax
     mov rbp, r11
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], bpl
-    mov dword ptr [r15 + 320], ebp
-    mov byte ptr [r15 + 448], al
-    mov eax, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx esi, al
-    mov rax, rsi
-    mov rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov rbp, r11
-    mov r9, rbp
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdi, rsi
-    jmp 1f
-1:
+    mov rcx, rbp
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov dword ptr [r15 + 256], 225
+    add rax, qword ptr [r15 + rbp + 7488]
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 576], 228
+    mov ebp, 121
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    vmovdqu xmmword ptr [r15 + 192], xmm10
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 248
+    mov ecx, edi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j144:
+    jz .Lc1_b1_done
+.Lc1_b1_c144:
+    mov r8, r11
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov byte ptr [r15 + 256], cl
+    mov r8, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 236
+    jmp 1f
+1:
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 448]
+    mov rbp, rcx
+    movzx ecx, bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, r8
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov r8d, dword ptr [r15 + 704]
+    mov rbp, r8
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rcx
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j145:
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    movzx esi, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d7956_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7956_s_t
+.Lc1_d7956_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7956_s:
+    ret
+    .popsection
+    mov r8d, ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm9
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 704]
-    mov r9, r11
-    jmp 1f
-1:
-    mov rax, rdi
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 512]
-    movzx edx, r9b
-    lock or dword ptr [r15 + 320], 114
-    mov r9, r11
-    mov eax, r9d
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov dword ptr [r15 + 0], 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, al
-    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    inc dword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 448]
-    mov edi, 33
-    mov r9, r11
-    movzx edx, r9b
-    mov byte ptr [r15 + 64], dl
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm13
-    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov byte ptr [r15 + 64], cl
+    inc dword ptr [r15 + 384]
+    mov r8, r11
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 512]
+    movzx esi, cl
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 256]
+    movzx edi, dl
+    mov edx, edi
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 576], 237
+    mov eax, 178
+    movzx eax, al
+    mov eax, eax
+    lock or dword ptr [r15 + 448], 5
+    movzx eax, byte ptr [r15 + 64]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -10664,64 +10871,96 @@ ditto_body_c1:
 .Lc1_j146:
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    lea rcx, [rip + .Lc1_d7899_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7899_s_t
-.Lc1_d7899_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8012_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8012_s_t
+.Lc1_d8012_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7899_s:
+.Lc1_d8012_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    movsxd rcx, dword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 226
+    mov dword ptr [r15 + 0], eax
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 187
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 79
-    mov dword ptr [r15 + 0], 254
+    mov eax, 166
     mov r9, r11
-    add rcx, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 448], 59
-    mov qword ptr [r15 + 64], rax
-    mov eax, 81
-    vpor xmm13, xmm13, xmm13
-    mov rax, qword ptr [r15 + 512]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 384]
     and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r9 + 1344], 148
+    mov r9, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
+    mov byte ptr [r15 + 640], cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    mov rcx, qword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 128]
+    mov ecx, 105
     mov r9, r11
+    mov ecx, 53
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], bpl
+    vpor xmm9, xmm9, xmm9
+    add rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 128], 74
+    mov dword ptr [r15 + 256], 236
     and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 192], r8
+    and ecx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, cl
     jmp 1f
 1:
-    movzx eax, cl
-    mov byte ptr [r15 + 256], al
     add r11, 64
     inc rbx
     dec r13
@@ -10731,420 +10970,394 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7952_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d8079_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d7952_s_t
-.Lc1_d7952_j:
+    call .Lc1_d8079_s_t
+.Lc1_d8079_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7952_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8079_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 64], 85
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], r8d
-    mov qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], 229
-    mov dword ptr [r15 + 64], eax
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 85
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rax
-    movzx eax, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 226
+    mov ecx, 94
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], ecx
+    mov rcx, rcx
     mov rbp, r11
     jmp 1f
 1:
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 64], al
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    movzx esi, r9b
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], ebp
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    mov rsi, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j148:
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    lea rcx, [rip + .Lc1_d8017_s]
+    lea rcx, [rip + .Lc1_d8131_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8017_s_t
-.Lc1_d8017_j:
+    call .Lc1_d8131_s_t
+.Lc1_d8131_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8017_s:
+.Lc1_d8131_s:
     ret
     .popsection
     mov rbp, r11
-    mov rcx, rbp
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 640]
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 576]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx ebp, byte ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    mov edi, r8d
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rdx, rdi
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1408]
+    mov eax, edi
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r8
+    mov ebp, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov rbp, r8
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov edi, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    movzx edi, dil
+    mov dword ptr [r15 + r8 + 1344], 224
+    mov dword ptr [r15 + 128], ebp
     movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 256]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r8
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 384], xmm13
-    mov rax, rsi
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 768]
-    mov esi, esi
-    mov rsi, qword ptr [r15 + r9 + 7552]
-    jmp 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    mov r9, rdx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    mov edx, r9d
-    mov r9, r11
-    mov dword ptr [r15 + 448], 90
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    movzx r9d, dl
-    mov dword ptr [r15 + 448], r9d
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j149:
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    lea rcx, [rip + .Lc1_d8069_s]
+    lea rcx, [rip + .Lc1_d8182_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8069_s_t
-.Lc1_d8069_j:
+    call .Lc1_d8182_s_t
+.Lc1_d8182_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8069_s:
+.Lc1_d8182_s:
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx edx, r8b
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    movzx esi, byte ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + r9 + 3456]
-    movzx r9d, byte ptr [r15 + 64]
-    mov edi, 146
-    movzx edi, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 42
+    mov r8, r11
+    movzx ebp, r8b
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    movzx r8d, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 226
+    mov ecx, 224
     and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 242
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 320], 135
-    mov dword ptr [r15 + 448], 181
     mov rbp, r11
-    movzx ecx, bpl
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + r8 + 896]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    mov rcx, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 256]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 186
+    mov eax, edi
+    mov dword ptr [r15 + 64], 242
+    mov dword ptr [r15 + 320], 216
+    jmp 1f
+1:
+    movzx edi, bpl
+    mov rbp, r11
+    mov qword ptr [r15 + 768], rbp
+    mov r9d, dword ptr [r15 + 128]
+    movzx edi, r9b
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j150:
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d8229_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8229_s_t
+.Lc1_d8229_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8229_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 47
+    vpor xmm9, xmm9, xmm9
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpor xmm13, xmm13, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rcx
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    lea r9, [r11 + r11*1]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7552]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 448]
     mov r8, r11
-    and ecx, dword ptr [r15 + 384]
-    and r8, 1984
-    add rbp, qword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 384]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], r8
-    mov r8, rcx
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 143
-    vpshufd xmm8, xmm13, 88
-    mov r8d, ecx
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, 47
-    mov ecx, 94
-    mov r8, r11
-    mov ecx, r8d
-    mov byte ptr [r15 + 512], cl
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 192], cl
+    and ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 896], ecx
+    add rdi, qword ptr [r15 + 128]
+    movzx r8d, dil
+    vpshufd xmm9, xmm9, 29
+    add rsi, qword ptr [r15 + 576]
+    mov r9d, 47
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ecx, edi
+    movzx ecx, byte ptr [r15 + 256]
+    mov r8d, 155
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 64]
+    mov r8d, 37
+    jmp 1f
+1:
+    mov r8, r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j151:
     jz .Lc1_b1_done
 .Lc1_b1_c151:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d8169_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8169_s_t
-.Lc1_d8169_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8169_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 127
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    and r9, 448
+    and ecx, dword ptr [r15 + r9 + 832]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, eax
     jmp 1f
 1:
+    mov qword ptr [r15 + 64], r8
+    mov r8d, 160
+    mov r8d, 114
+    mov qword ptr [r15 + 704], r8
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r8d
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    vpmovmskb ecx, xmm10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
     mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 192]
-    add rcx, qword ptr [r15 + 448]
+    add r9, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    add rcx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    vpmovmskb eax, xmm8
-    movzx eax, byte ptr [r15 + 576]
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 512]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], sil
-    mov rsi, rcx
-    mov ecx, 183
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 384], rcx
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov dword ptr [r15 + 64], r9d
     and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 125
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 1344], al
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 192], 151
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r9
+    or qword ptr [r15 + 320], 101
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j152:
     jz .Lc1_b1_done
 .Lc1_b1_c152:
-    lea rcx, [rip + .Lc1_d8226_s]
+    lea rcx, [rip + .Lc1_d8341_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8226_s_t
-.Lc1_d8226_j:
+    call .Lc1_d8341_s_t
+.Lc1_d8341_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8226_s:
+.Lc1_d8341_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    and ecx, dword ptr [r15 + 0]
+    mov r9d, r8d
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], 53
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r8
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], r8
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8d, 91
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 192], r9
-    mov dword ptr [r15 + 64], edx
-    vmovdqu ymmword ptr [r15 + 512], ymm8
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 143
-    mov rbp, r11
-    movzx edx, bpl
+    mov rcx, qword ptr [r15 + 192]
     mov r9, r11
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm8
-    movsxd rbp, dword ptr [r15 + 640]
-    and r9, 448
-    and r8d, dword ptr [r15 + r9 + 832]
-    mov r9d, 167
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r9
+    jmp 1f
+1:
+    mov r9d, 170
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    mov rbp, r11
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm9
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 49
+    movzx esi, bpl
+    vmovdqu xmm9, xmmword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 128]
+    mov edi, 87
     jmp 1f
 1:
     add r11, 64
@@ -11156,247 +11369,1423 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8278_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d8393_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8278_s_t
-.Lc1_d8278_j:
+    call .Lc1_d8393_s_t
+.Lc1_d8393_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8278_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8393_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 192]
-    mov edi, 225
-    mov edi, edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 109
-    mov edi, dword ptr [r15 + 128]
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov dword ptr [r15 + 0], ecx
-    mov ecx, 200
-    mov byte ptr [r15 + 64], cl
-    mov rax, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 128]
+    mov ecx, 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 64]
+    mov rdi, rcx
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 122
     mov rbp, r11
-    xor dword ptr [r15 + 256], ebp
-    mov esi, dword ptr [r15 + 512]
-    and rbp, 8128
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm8
-    mov ebp, dword ptr [r15 + 448]
     mov rdx, rbp
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov r8d, ebp
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r8, rcx
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1408]
-    movzx r8d, byte ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + rbp + 1344]
+    movzx edx, byte ptr [r15 + 64]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov r8d, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 512]
+    mov rcx, r9
+    movzx r9d, byte ptr [r15 + 448]
+    add r9, qword ptr [r15 + 128]
+    mov r9, r11
+    mov rbp, r11
+    mov rdi, rbp
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov r9d, edi
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j154:
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d8337_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8337_s_t
-.Lc1_d8337_j:
+    lea rcx, [rip + .Lc1_d8443_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8443_s_t
+.Lc1_d8443_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8337_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8443_s:
     ret
     .popsection
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 16
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 128
-    add rbp, qword ptr [r15 + 0]
-    mov esi, 107
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 320]
-    add rsi, qword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 640]
-    movzx edx, byte ptr [r15 + 448]
-    mov r9, rdx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 896], 34
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov r9, r9
     mov r9d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], r9b
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], 106
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov byte ptr [r15 + 768], r8b
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 320], 81
+    add rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 192], xmm9
+    mov rax, rdx
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j155:
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d8496_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8496_s_t
+.Lc1_d8496_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8496_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 51
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, 166
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 128]
     mov r9, r11
-    jmp 1f
-1:
-    mov ebp, 212
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], r9
-    mov r9, r11
-    mov eax, 204
-    mov qword ptr [r15 + 192], rax
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 768], cl
-    mov r9, r11
-    mov ecx, 12
-    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 256], r9
+    mov dword ptr [r15 + 576], eax
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
+    movsxd rax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 192]
+    mov esi, 204
+    mov rbp, r11
+    mov esi, ebp
     jmp 1f
 1:
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, r8d
-    mov dword ptr [r15 + 384], 67
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    movsxd r9, dword ptr [r15 + 704]
-    movzx ecx, r9b
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r9d, 249
+    mov dword ptr [r15 + 128], 46
+    jmp 1f
+1:
+    movzx r9d, bpl
+    mov qword ptr [r15 + 448], r9
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j156:
     jz .Lc1_b1_done
 .Lc1_b1_c156:
-    lea rcx, [rip + .Lc1_d8438_s]
+    lea rcx, [rip + .Lc1_d8546_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8438_s_t
-.Lc1_d8438_j:
+    call .Lc1_d8546_s_t
+.Lc1_d8546_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8438_s:
+.Lc1_d8546_s:
     ret
     .popsection
-    movzx r8d, r8b
+    movzx ebp, r8b
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, ecx
-    add r9, qword ptr [r15 + 0]
+    mov r8d, r9d
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 169
-    mov dword ptr [r15 + 0], ecx
+    mov r9d, 169
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov dword ptr [r15 + 0], 62
+    movzx r9d, cl
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    and r8, 448
+    vmovdqu xmm11, xmmword ptr [r15 + r8 + 832]
+    mov r9, qword ptr [r15 + 448]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], eax
+    mov qword ptr [r15 + 384], rbp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 31
+    mov r9d, eax
+    movsxd rax, dword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 640], r9
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j157:
+    jz .Lc1_b1_done
+.Lc1_b1_c157:
+    lea rcx, [rip + .Lc1_d8600_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8600_s_t
+.Lc1_d8600_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8600_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + 192]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov esi, ecx
+    mov dword ptr [r15 + 128], 203
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    movzx ebp, cl
+    mov ecx, 99
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, ebp
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov esi, ebp
+    mov qword ptr [r15 + 64], rsi
+    mov esi, 222
+    movzx ebp, sil
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 768]
+    mov rbp, r11
+    add r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov r9, r11
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm9
+    mov r9, qword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + r8 + 7552]
+    movzx r8d, dil
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j158:
+    jz .Lc1_b1_done
+.Lc1_b1_c158:
+    movzx ecx, dl
+    movzx edx, cl
+    vpxor xmm11, xmm11, xmm9
+    movsxd rdi, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 216
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddd xmm11, xmm11, xmm11
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov ebp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
+    mov r8, r11
+    mov r9, r11
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    jmp 1f
+1:
+    mov r9d, esi
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 237
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j159:
+    jz .Lc1_b1_done
+.Lc1_b1_c159:
+    lea rcx, [rip + .Lc1_d8709_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8709_s_t
+.Lc1_d8709_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8709_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    mov r9d, 74
+    mov r9d, 48
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 243
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    mov ecx, esi
+    vmovdqu ymmword ptr [r15 + 768], ymm9
+    mov rcx, r9
+    mov byte ptr [r15 + 64], cl
+    mov ecx, 142
+    movzx ecx, byte ptr [r15 + 448]
+    movzx r9d, cl
+    mov r9d, dword ptr [r15 + 128]
+    lea rbp, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov r8, rdi
+    mov r8, r11
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 3456]
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j160:
+    jz .Lc1_b1_done
+.Lc1_b1_c160:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d8762_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8762_s_t
+.Lc1_d8762_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8762_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov rax, rcx
+    mov byte ptr [r15 + 384], al
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 576], al
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 182
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 32
+    jmp 1f
+1:
+    mov ecx, 252
+    vmovdqu xmm11, xmmword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    mov rax, rbp
+    mov r9, r11
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    jmp 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], eax
+    movzx eax, byte ptr [r15 + 640]
+    mov ebp, 13
+    xor dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j161:
+    jz .Lc1_b1_done
+.Lc1_b1_c161:
+    lea rcx, [rip + .Lc1_d8811_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8811_s_t
+.Lc1_d8811_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8811_s:
+    ret
+    .popsection
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 32
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 192], eax
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and rbp, 8128
+    vmovdqu xmm10, xmmword ptr [r15 + rbp + 7488]
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 219
+    mov esi, ebp
+    mov dword ptr [r15 + 512], esi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rsi
+    and ecx, dword ptr [r15 + 384]
+    mov rbp, r11
+    add rdx, qword ptr [r15 + 128]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov ebp, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j162:
+    jz .Lc1_b1_done
+.Lc1_b1_c162:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8866_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8866_s_t
+.Lc1_d8866_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8866_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, cl
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 448
+    add rsi, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 512]
+    vpxor xmm11, xmm11, xmm9
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 384], r8d
+    movsxd r9, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], r9
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1408]
+    vmovdqu xmm11, xmmword ptr [r15 + 320]
+    mov qword ptr [r15 + 768], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 256], rdi
+    mov dword ptr [r15 + 448], ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j163:
+    jz .Lc1_b1_done
+.Lc1_b1_c163:
+    lea rcx, [rip + .Lc1_d8929_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8929_s_t
+.Lc1_d8929_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8929_s:
+    ret
+    .popsection
+    mov ebp, r8d
+    mov edi, ebp
+    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 512]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 174
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ebp
+    mov r8d, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 128]
+    mov rdx, r8
+    mov r8, r11
+    vpshufd xmm3, xmm10, 229
+    mov dword ptr [r15 + 64], 31
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    vpaddd xmm3, xmm3, xmm3
     movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 320], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov esi, edi
+    mov esi, esi
+    mov rsi, qword ptr [r15 + rbp + 7552]
+    mov rbp, qword ptr [r15 + 256]
+    mov r8d, 68
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j164:
+    jz .Lc1_b1_done
+.Lc1_b1_c164:
+    lea rcx, [rip + .Lc1_d8981_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8981_s_t
+.Lc1_d8981_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8981_s:
+    ret
+    .popsection
+    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, 160
+    movzx esi, sil
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 0], 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], cl
+    movzx edi, cl
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
+    mov ebp, 157
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 152
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    vmovq qword ptr [r15 + 320], xmm11
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 209
+    movsxd rdi, dword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov r9d, 214
+    movsxd r9, dword ptr [r15 + 768]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], r8
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j165:
+    jz .Lc1_b1_done
+.Lc1_b1_c165:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d9035_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9035_s_t
+.Lc1_d9035_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9035_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 512]
+    mov r9, r11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 640]
     jmp 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rdx
+    mov dword ptr [r15 + 576], 111
+    mov ebp, 105
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, rbp
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], dil
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov rdi, r9
+    mov rdi, rdi
+    mov dword ptr [r15 + 64], 217
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j166:
+    jz .Lc1_b1_done
+.Lc1_b1_c166:
+    mov rbp, r9
+    mov ebp, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 160
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], ebp
+    movsxd rdi, dword ptr [r15 + 64]
+    inc dword ptr [r15 + 384]
+    mov rbp, r9
+    mov rbp, r11
+    mov r9d, 177
+    mov dword ptr [r15 + 704], r9d
+    mov r9, rdi
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
+    jmp 1f
+1:
+    mov r9, r11
+    mov rbp, r9
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm11
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 215
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov ebp, 31
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j167:
+    jz .Lc1_b1_done
+.Lc1_b1_c167:
+    lea rcx, [rip + .Lc1_d9139_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9139_s_t
+.Lc1_d9139_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9139_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], 80
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    mov dword ptr [r15 + 256], 14
+    mov r8, r11
+    jmp 1f
+1:
+    mov rcx, rcx
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 320], 248
+    movsxd r8, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov byte ptr [r15 + 576], bpl
+    movzx esi, byte ptr [r15 + 448]
+    mov r9, r11
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    and eax, dword ptr [r15 + 128]
+    and r9, 16320
+    mov ebp, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 512], ebp
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    mov r9d, eax
+    mov r9d, r9d
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    vpor xmm3, xmm3, xmm3
+    mov eax, 93
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j168:
+    jz .Lc1_b1_done
+.Lc1_b1_c168:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d9191_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9191_s_t
+.Lc1_d9191_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9191_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, eax
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 97
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 320], ecx
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 896]
+    mov rcx, rax
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 64], cl
+    add rax, qword ptr [r15 + 384]
+    mov ecx, 191
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, qword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 448]
+    mov rdx, rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rdi, rcx
+    mov ecx, edi
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 704]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j169:
+    jz .Lc1_b1_done
+.Lc1_b1_c169:
+    lea rcx, [rip + .Lc1_d9243_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9243_s_t
+.Lc1_d9243_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9243_s:
+    ret
+    .popsection
+    movzx edi, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 64
+    mov ecx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 768], cl
+    mov rcx, r9
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8, rsi
+    mov esi, r8d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 135
+    jmp 1f
+1:
+    vmovq xmm10, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 116
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    mov edx, eax
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3456], r9
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j170:
+    jz .Lc1_b1_done
+.Lc1_b1_c170:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9297_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9297_s_t
+.Lc1_d9297_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9297_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9, r11
+    mov dword ptr [r15 + 384], 137
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r9d, 73
+    mov r9d, r9d
+    add r9, qword ptr [r15 + 192]
+    mov rcx, r9
+    add rcx, qword ptr [r15 + 0]
+    mov r9d, 13
+    mov byte ptr [r15 + 0], r9b
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 128], r9
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], 13
+    and ecx, dword ptr [r15 + 256]
+    mov edi, 116
+    mov dword ptr [r15 + 64], edi
+    mov edi, r9d
+    mov edi, edi
+    jmp 1f
+1:
+    movzx edi, r9b
+    movzx edi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rcx
+    mov rbp, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j171:
+    jz .Lc1_b1_done
+.Lc1_b1_c171:
+    lea rcx, [rip + .Lc1_d9358_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9358_s_t
+.Lc1_d9358_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9358_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 205
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 211
+    movzx ecx, byte ptr [r15 + 384]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    and edi, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov byte ptr [r15 + 128], r9b
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 96
+    mov r9, qword ptr [r15 + 704]
+    mov r8d, r9d
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpmovmskb edi, xmm3
+    mov edi, edi
+    mov rdi, rdi
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j172:
+    jz .Lc1_b1_done
+.Lc1_b1_c172:
+    lea rcx, [rip + .Lc1_d9413_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9413_s_t
+.Lc1_d9413_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9413_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    and ecx, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, 22
+    vmovq xmm10, r9
+    jmp 1f
+1:
+    mov r9, r11
+    vpor xmm10, xmm10, xmm10
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 168
+    mov r9, r11
+    and r8d, dword ptr [r15 + 448]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    movzx r9d, al
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rbp
+    add rsi, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 192], r9
+    mov r9d, 136
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 512], 121
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j173:
+    jz .Lc1_b1_done
+.Lc1_b1_c173:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 28
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rbp
+    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 256], bpl
+    movsxd r9, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 512], r9
+    add rbp, qword ptr [r15 + 384]
+    mov r9d, 43
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 64]
+    mov edx, 219
+    mov edx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 82
+    mov edi, ebp
+    mov qword ptr [r15 + 64], rdi
+    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
@@ -11404,1297 +12793,123 @@ ditto_body_c1:
     and rbp, 1984
     mov edi, dword ptr [r15 + rbp + 1344]
     mov rbp, r11
+    mov ecx, ebp
+    mov ecx, ecx
+    and rbp, 8128
+    vmovdqu xmm11, xmmword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rbp, r11
+    and edi, dword ptr [r15 + 256]
+    mov ecx, 154
     and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm14
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 164
-    mov rsi, qword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov qword ptr [r15 + 128], rdi
-    mov edi, esi
-    mov dword ptr [r15 + 512], 146
-    jmp 1f
-1:
-    movzx ebp, dl
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 576], rsi
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j157:
-    jz .Lc1_b1_done
-.Lc1_b1_c157:
-    lea rcx, [rip + .Lc1_d8492_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8492_s_t
-.Lc1_d8492_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8492_s:
-    ret
-    .popsection
-    mov rdx, rsi
-    mov rsi, qword ptr [r15 + 512]
-    mov edx, 203
-    movzx edx, dl
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ecx, sil
-    movzx ecx, byte ptr [r15 + 448]
-    mov edi, ecx
-    mov ecx, 84
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 704], r9
-    and r9, 16320
-    mov rdx, qword ptr [r15 + r9 + 15680]
-    mov byte ptr [r15 + 256], dl
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov r8, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdx
-    mov edx, ecx
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, r11
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    add rcx, qword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 192], cl
-    mov rcx, rdx
-    mov dword ptr [r15 + 128], ecx
-    movzx ecx, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j158:
-    jz .Lc1_b1_done
-.Lc1_b1_c158:
-    lea rcx, [rip + .Lc1_d8544_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8544_s_t
-.Lc1_d8544_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8544_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], ecx
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 768], 236
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, dword ptr [r15 + 320]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 448]
-    vpaddd xmm10, xmm10, xmm9
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rdx, rax
-    mov eax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], 255
-    add rdi, qword ptr [r15 + 256]
-    mov ebp, edi
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j159:
-    jz .Lc1_b1_done
-.Lc1_b1_c159:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d8599_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8599_s_t
-.Lc1_d8599_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8599_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 73
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movzx ebp, al
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, byte ptr [r15 + 320]
-    mov ebp, 87
-    mov rbp, qword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 448]
-    lea r8, [r11 + r11*1]
-    mov r9, r11
-    mov edx, 172
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, ecx
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], dl
-    movzx edx, byte ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + r8 + 896]
-    mov r8d, dword ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j160:
-    jz .Lc1_b1_done
-.Lc1_b1_c160:
-    lea rcx, [rip + .Lc1_d8646_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8646_s_t
-.Lc1_d8646_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8646_s:
-    ret
-    .popsection
-    mov r8, r11
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov ecx, 206
-    mov byte ptr [r15 + 128], cl
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 167
-    mov edx, ecx
-    vmovq qword ptr [r15 + 0], xmm10
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ecx
-    mov r8, rcx
-    mov ecx, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 128]
-    lea r8, [r11 + r11*1]
-    mov esi, 194
-    and r8, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 1408], 138
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 768], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    vpor xmm10, xmm10, xmm10
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
-    mov r8d, 38
-    movzx ebp, byte ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 256], xmm10
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j161:
-    jz .Lc1_b1_done
-.Lc1_b1_c161:
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 384]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], ebp
-    mov esi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 640], sil
-    inc dword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov esi, esi
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r9, r11
-    add rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 175
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    mov eax, r9d
-    jmp 1f
-1:
-    mov eax, 249
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 255
-    mov eax, dword ptr [r15 + 64]
-    add rax, qword ptr [r15 + 512]
-    mov rdx, rax
-    mov eax, dword ptr [r15 + 192]
-    mov rcx, rax
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j162:
-    jz .Lc1_b1_done
-.Lc1_b1_c162:
-    lea rcx, [rip + .Lc1_d8749_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8749_s_t
-.Lc1_d8749_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8749_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], r9
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, r11
-    vmovdqu xmmword ptr [r15 + 320], xmm10
-    and r8, 4032
-    vmovdqu xmm10, xmmword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 768]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 512]
-    mov esi, edi
-    mov dword ptr [r15 + 384], esi
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    movsxd rsi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j163:
-    jz .Lc1_b1_done
-.Lc1_b1_c163:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d8802_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8802_s_t
-.Lc1_d8802_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8802_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 81
-    mov ecx, 129
-    mov dword ptr [r15 + 0], 174
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 896]
-    mov edx, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 576]
-    vpshufd xmm13, xmm3, 84
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 448]
-    mov r9d, r9d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 73
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    movsxd r9, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 64]
-    and rbp, 8128
-    vmovdqu xmm3, xmmword ptr [r15 + rbp + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j164:
-    jz .Lc1_b1_done
-.Lc1_b1_c164:
-    lea rcx, [rip + .Lc1_d8849_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8849_s_t
-.Lc1_d8849_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8849_s:
-    ret
-    .popsection
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, 160
-    movzx ecx, cl
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov byte ptr [r15 + 0], r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 62
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx r9d, cl
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov esi, 38
-    mov r9, r11
-    movzx esi, r9b
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 152
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    mov r9, r11
-    mov dword ptr [r15 + 64], 209
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov byte ptr [r15 + 128], sil
-    mov r8d, 185
-    movsxd r8, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j165:
-    jz .Lc1_b1_done
-.Lc1_b1_c165:
-    lea rcx, [rip + .Lc1_d8900_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8900_s_t
-.Lc1_d8900_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8900_s:
-    ret
-    .popsection
-    mov r9, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 147
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 320]
-    mov rcx, r8
-    mov rcx, qword ptr [r15 + 512]
-    mov rsi, rcx
-    mov dword ptr [r15 + 64], esi
-    mov rsi, r9
-    mov dword ptr [r15 + 576], esi
-    mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 201
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 192]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rsi, r8
-    and rbp, 16320
-    movzx r8d, byte ptr [r15 + rbp + 15680]
-    mov ebp, r8d
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, r11
-    mov edi, 153
-    movsxd rdi, dword ptr [r15 + 768]
-    mov edx, 149
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j166:
-    jz .Lc1_b1_done
-.Lc1_b1_c166:
-    mov dword ptr [r15 + 192], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 222
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9, rax
-    mov eax, 186
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov byte ptr [r15 + 512], r9b
-    mov rax, qword ptr [r15 + 640]
-    mov edx, 94
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 124
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov qword ptr [r15 + 448], rax
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    vpshufd xmm3, xmm13, 214
-    mov r9, rax
-    mov byte ptr [r15 + 128], r9b
-    mov r9, qword ptr [r15 + 384]
-    mov rax, r9
-    jmp 1f
-1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j167:
-    jz .Lc1_b1_done
-.Lc1_b1_c167:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9007_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9007_s_t
-.Lc1_d9007_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9007_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], 1
-    jmp 1f
-1:
-    mov rax, rax
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    vpor xmm3, xmm3, xmm3
-    mov rax, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 249
-    movsxd r9, dword ptr [r15 + 192]
-    mov rdi, r9
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 64], r9b
-    and r9, 1984
-    and ecx, dword ptr [r15 + r9 + 1344]
-    mov r9d, ecx
-    mov dword ptr [r15 + 512], 144
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], r9d
-    mov r9, r11
-    jmp 1f
-1:
-    mov edx, 191
-    mov dword ptr [r15 + 448], 95
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j168:
-    jz .Lc1_b1_done
-.Lc1_b1_c168:
-    lea rcx, [rip + .Lc1_d9070_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9070_s_t
-.Lc1_d9070_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9070_s:
-    ret
-    .popsection
-    lea r9, [r11 + r11*1]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    movzx ecx, byte ptr [r15 + 576]
-    mov edi, ecx
-    mov ecx, edi
-    mov rdi, rcx
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov edx, 215
-    mov edx, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 192]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    add r8, qword ptr [r15 + 0]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rdi
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 234
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 896], ebp
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov ebp, edi
-    mov edi, 189
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
-    mov r9, rdi
-    mov r9, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j169:
-    jz .Lc1_b1_done
-.Lc1_b1_c169:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d9128_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9128_s_t
-.Lc1_d9128_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9128_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 27
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 320]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    movsxd rcx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3456], 45
-    movzx ebp, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r9d, ecx
-    mov r9, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 384], rax
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
-    add rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 192]
-    mov rdx, rbp
-    mov ebp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], 68
-    mov esi, ecx
-    mov ecx, dword ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j170:
-    jz .Lc1_b1_done
-.Lc1_b1_c170:
-    lea rcx, [rip + .Lc1_d9178_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9178_s_t
-.Lc1_d9178_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9178_s:
-    ret
-    .popsection
-    add rbp, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx ebp, cl
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ecx
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 31
-    mov rbp, rbp
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov qword ptr [r15 + 768], rdx
-    mov qword ptr [r15 + 64], rbp
-    mov byte ptr [r15 + 256], dl
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], dl
-    and ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov r8d, edx
-    mov edx, 180
-    mov r8, r11
-    mov edx, 91
-    and r8, 448
-    add rbp, qword ptr [r15 + r8 + 832]
-    mov edx, ebp
-    mov dword ptr [r15 + 512], 71
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j171:
-    jz .Lc1_b1_done
-.Lc1_b1_c171:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov edx, ebp
-    jmp 1f
-1:
-    mov edx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 384], 158
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 640]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 192]
-    mov r9, r11
-    mov eax, r9d
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 181
-    vpmovmskb r9d, xmm12
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 118
-    movzx r9d, dil
-    movzx edi, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    mov qword ptr [r15 + 448], rax
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j172:
-    jz .Lc1_b1_done
-.Lc1_b1_c172:
-    lea rcx, [rip + .Lc1_d9287_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9287_s_t
-.Lc1_d9287_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9287_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 22
-    add rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 512]
-    and ecx, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r11
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
-    mov rbp, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 168
-    jmp 1f
-1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], r9
-    mov dword ptr [r15 + 448], 134
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], r8
-    mov r9d, dword ptr [r15 + 128]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j173:
-    jz .Lc1_b1_done
-.Lc1_b1_c173:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d9342_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9342_s_t
-.Lc1_d9342_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9342_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 35
-    mov byte ptr [r15 + 0], al
-    mov eax, 89
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], cl
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, 197
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov qword ptr [r15 + 320], rax
-    vmovdqu xmmword ptr [r15 + 192], xmm15
-    add rax, qword ptr [r15 + 448]
-    mov r8d, eax
-    mov r8, qword ptr [r15 + 64]
-    mov rcx, r8
-    mov byte ptr [r15 + 128], cl
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 576], 82
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    mov r8d, eax
+    mov dword ptr [r15 + rbp + 832], 215
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j174:
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    lea rcx, [rip + .Lc1_d9392_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9392_s_t
-.Lc1_d9392_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d9520_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9520_s_t
+.Lc1_d9520_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9392_s:
+.Lc1_d9520_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 28
     mov rbp, r11
-    mov dword ptr [r15 + 640], 134
-    jmp 1f
-1:
-    mov ecx, 36
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    add rcx, qword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov edx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm3, rdx
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9, rdx
-    vpcmpeqb xmm3, xmm3, xmm12
-    vpaddd xmm3, xmm3, xmm3
-    mov rdx, rbp
-    jmp 1f
-1:
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     mov rbp, r11
-    mov edx, ebp
-    mov byte ptr [r15 + 704], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
+    inc dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 245
+    vmovq xmm9, rax
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rax, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 30
+    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], 155
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8, r11
+    mov edx, r8d
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8, rax
+    mov r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r9d, eax
+    movsxd rax, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j175:
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    lea rcx, [rip + .Lc1_d9454_s]
+    lea rcx, [rip + .Lc1_d9577_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9454_s_t
-.Lc1_d9454_j:
+    call .Lc1_d9577_s_t
+.Lc1_d9577_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9454_s:
+.Lc1_d9577_s:
     ret
     .popsection
-    movzx edx, dl
-    mov qword ptr [r15 + 0], rdx
-    vpaddd xmm3, xmm3, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, dl
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], r8
+    movzx r8d, r9b
+    mov dword ptr [r15 + 64], 227
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     jmp 1f
@@ -12702,124 +12917,113 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 199
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov r8, r11
-    mov qword ptr [r15 + 448], r8
-    vmovq qword ptr [r15 + 320], xmm3
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 96
-    movzx r8d, dl
+    mov dword ptr [r15 + 0], 65
+    movzx r9d, cl
+    mov ecx, r9d
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], sil
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 640]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov r8, r11
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 90
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 96
     and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    and r8, 16320
-    mov r9d, dword ptr [r15 + r8 + 15680]
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    add qword ptr [r15 + rbp + 896], rcx
     jmp 1f
 1:
+    mov dword ptr [r15 + 576], r8d
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 192], ymm11
+    jmp 1f
+1:
+    mov rbp, r8
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j176:
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9511_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9511_s_t
-.Lc1_d9511_j:
+    lea rcx, [rip + .Lc1_d9629_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9629_s_t
+.Lc1_d9629_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9511_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9629_s:
     ret
     .popsection
-    mov r8d, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rax
-    jmp 1f
-1:
-    vpshufd xmm10, xmm12, 109
-    mov ecx, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    movzx ecx, al
-    mov r9, r11
-    movzx ecx, r9b
-    mov ecx, ecx
-    mov dword ptr [r15 + 576], ecx
-    and r9, 448
-    add r8, qword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 256], r8b
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    movzx r9d, r8b
-    mov r9d, 78
-    movsxd r9, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    mov rbp, r11
     mov r8, r11
+    mov ecx, 174
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    add rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm9
     jmp 1f
 1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm3
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    movsxd r8, dword ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx ecx, cl
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov ebp, ebp
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    mov r8d, ecx
+    mov ecx, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx eax, cl
+    vmovdqu xmmword ptr [r15 + 704], xmm9
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, rbp
+    mov ebp, dword ptr [r15 + 128]
+    movzx edx, bpl
+    movzx edx, byte ptr [r15 + 256]
     jmp 1f
 1:
     add r11, 64
@@ -12828,411 +13032,439 @@ ditto_body_c1:
 .Lc1_j177:
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 134
-    vmovq xmm13, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d9686_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9686_s_t
+.Lc1_d9686_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9686_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    mov eax, 20
+    lea r9, [r11 + r11*1]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 87
-    mov edi, dword ptr [r15 + 192]
-    xchg qword ptr [r15 + 128], rdi
-    mov r8d, 254
-    mov qword ptr [r15 + 384], r8
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, r11
-    mov rsi, r9
-    mov qword ptr [r15 + 512], rsi
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    mov r9, rsi
-    mov r9, r11
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    movzx ebp, al
     and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 448], rdx
-    movzx edx, dil
-    mov edi, 40
-    mov edi, dword ptr [r15 + 128]
-    mov r9d, edi
+    mov qword ptr [r15 + r9 + 7552], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    movzx ebp, byte ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov esi, 254
+    mov qword ptr [r15 + 512], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 192]
+    mov edx, r8d
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 1408]
-    mov ebp, esi
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    vpor xmm13, xmm13, xmm13
-    mov ebp, edx
-    movsxd rbp, dword ptr [r15 + 704]
+    mov r8d, 201
+    mov dword ptr [r15 + r9 + 7488], 158
+    mov r9, rcx
+    mov rcx, r9
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8, r11
+    mov esi, 254
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, edi
+    movzx edi, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j178:
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d9623_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9623_s_t
-.Lc1_d9623_j:
+    lea rcx, [rip + .Lc1_d9735_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9735_s_t
+.Lc1_d9735_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9623_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9735_s:
     ret
     .popsection
-    movsxd rax, dword ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 320], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov eax, 56
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 576]
-    mov rbp, r11
-    mov rdx, rbp
-    mov edx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov r9d, r8d
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8d, 71
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], r8b
+    movzx ecx, byte ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 256]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 512], rsi
+    mov esi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r8d, 225
+    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3456]
-    mov qword ptr [r15 + 128], rdi
-    mov dword ptr [r15 + 256], 55
+    mov dword ptr [r15 + 384], 244
+    mov ebp, dword ptr [r15 + 640]
+    mov r9, r11
     jmp 1f
 1:
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    mov byte ptr [r15 + 128], r9b
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov eax, ebp
     jmp 1f
 1:
-    mov r8d, r9d
+    movzx eax, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8, r11
+    mov r9, r8
+    mov r9d, r9d
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8d, 159
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j179:
     jz .Lc1_b1_done
 .Lc1_b1_c179:
-    lea rcx, [rip + .Lc1_d9676_s]
+    lea rcx, [rip + .Lc1_d9788_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9676_s_t
-.Lc1_d9676_j:
+    call .Lc1_d9788_s_t
+.Lc1_d9788_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9676_s:
+.Lc1_d9788_s:
     ret
     .popsection
     jmp 1f
 1:
-    vpor xmm3, xmm3, xmm13
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 0], 18
-    jmp 1f
-1:
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    vpor xmm9, xmm9, xmm9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    movzx r8d, r8b
-    mov ecx, r8d
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 99
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
     jmp 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 152
-    mov r8d, ecx
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 205
     mov ecx, ecx
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, 198
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     movzx ecx, cl
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 320], 8
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 64], 168
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov r9d, edx
+    mov dword ptr [r15 + 704], r9d
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, 85
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 768]
+    mov edx, 87
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 640]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, 144
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov eax, 154
-    movzx eax, al
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov edx, 144
+    movzx edx, dl
+    mov r8, r11
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j180:
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    lea rcx, [rip + .Lc1_d9734_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9734_s_t
-.Lc1_d9734_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9734_s:
-    ret
-    .popsection
+    mov rbp, r11
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov byte ptr [r15 + 192], dl
+    mov rdx, r8
+    mov qword ptr [r15 + 320], rdx
+    mov edx, r8d
+    mov r8, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov ecx, 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov rbp, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], cl
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rcx, rax
-    mov rax, rcx
-    mov rcx, qword ptr [r15 + 256]
-    inc dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    mov rsi, qword ptr [r15 + 128]
-    and esi, dword ptr [r15 + 320]
-    mov edi, esi
-    movsxd rsi, dword ptr [r15 + 512]
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 448]
+    mov rbp, r11
     mov r9, r11
-    add rcx, qword ptr [r15 + 512]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    and rbp, 8128
+    inc dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 64], rcx
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 256]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    add rdx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov r9d, 193
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], esi
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j181:
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    lea rcx, [rip + .Lc1_d9790_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9790_s_t
-.Lc1_d9790_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9903_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9903_s_t
+.Lc1_d9903_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9790_s:
+.Lc1_d9903_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    mov dword ptr [r15 + 448], 179
-    jmp 1f
-1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9d, ecx
-    jmp 1f
-1:
-    vpshufd xmm10, xmm3, 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r9d, ebp
-    mov dword ptr [r15 + 0], 149
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    mov esi, 15
     mov rbp, r11
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
+    movzx ebp, sil
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, r9b
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], 106
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov rbp, rax
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 448
     mov r8, r11
-    mov qword ptr [r15 + 640], r8
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    mov rax, rdi
-    mov edi, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + rbp + 896]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, r8
-    add rsi, qword ptr [r15 + 384]
-    mov r8d, 141
-    mov qword ptr [r15 + 576], r8
+    add rsi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], 226
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov qword ptr [r15 + 320], rdi
-    jmp 1f
-1:
+    vpshufd xmm11, xmm9, 141
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j182:
     jz .Lc1_b1_done
 .Lc1_b1_c182:
+    lea rcx, [rip + .Lc1_d9972_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9972_s_t
+.Lc1_d9972_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9972_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    mov rsi, rsi
-    mov dword ptr [r15 + 0], 149
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 199
+    mov rdi, rcx
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
+    mov rax, r9
+    mov r9d, dword ptr [r15 + 256]
+    mov r8d, 214
     mov r8, r11
-    xor dword ptr [r15 + 0], r8d
-    mov edi, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9d, 231
-    mov byte ptr [r15 + 192], r9b
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rcx
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 384]
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 704], r9
-    mov byte ptr [r15 + 128], sil
-    mov dword ptr [r15 + 448], esi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 10
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    movzx esi, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 128]
+    mov r8, rax
+    mov dword ptr [r15 + 768], 176
+    mov byte ptr [r15 + 192], cl
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + rbp + 3456]
     add r11, 64
     inc rbx
     dec r13
@@ -13245,202 +13477,202 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d9897_s]
+    lea rcx, [rip + .Lc1_d10023_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9897_s_t
-.Lc1_d9897_j:
+    call .Lc1_d10023_s_t
+.Lc1_d10023_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9897_s:
+.Lc1_d10023_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rax, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 128]
-    and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7488]
+    movsxd rax, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 254
     jmp 1f
 1:
-    mov r9d, 202
+    mov r8d, 9
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 256], 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 192]
     and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1408]
-    movsxd rcx, dword ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + rbp + 1344], rbp
     jmp 1f
 1:
-    mov ebp, ebp
-    mov ebp, 28
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 640]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, esi
+    mov esi, 28
+    movzx esi, byte ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j184:
     jz .Lc1_b1_done
 .Lc1_b1_c184:
-    lea rcx, [rip + .Lc1_d9947_s]
+    lea rcx, [rip + .Lc1_d10073_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9947_s_t
-.Lc1_d9947_j:
+    call .Lc1_d10073_s_t
+.Lc1_d10073_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9947_s:
+.Lc1_d10073_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 256], 196
+    vmovdqu xmmword ptr [r15 + 192], xmm11
+    mov r9, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, bpl
+    add rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov rcx, rcx
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 640]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, ebp
-    vmovdqu ymmword ptr [r15 + 448], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov byte ptr [r15 + 0], bpl
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
     jmp 1f
 1:
+    movzx edi, dil
+    movzx edi, dil
+    and edi, dword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, dword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 320]
     mov r8, r11
-    mov dword ptr [r15 + 384], 245
-    mov r9, r11
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
+    movzx ecx, r8b
+    mov rbp, r11
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and ecx, dword ptr [r15 + 64]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, r8d
+    add rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 16320
-    mov r8d, dword ptr [r15 + r9 + 15680]
-    movzx r9d, r8b
-    movsxd r8, dword ptr [r15 + 128]
-    add r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    mov qword ptr [r15 + rbp + 3392], rcx
-    movzx ebp, r9b
-    movzx r9d, byte ptr [r15 + 320]
-    and r9d, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    and ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], ecx
-    jmp 1f
-1:
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 512]
+    and r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j185:
     jz .Lc1_b1_done
 .Lc1_b1_c185:
-    lea rcx, [rip + .Lc1_d9997_s]
+    lea rcx, [rip + .Lc1_d10124_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9997_s_t
-.Lc1_d9997_j:
+    call .Lc1_d10124_s_t
+.Lc1_d10124_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9997_s:
+.Lc1_d10124_s:
     ret
     .popsection
-    mov dword ptr [r15 + 768], r9d
-    mov r9d, 38
+    mov dword ptr [r15 + 320], ebp
+    mov ebp, 38
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov r8d, r8d
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 64], 220
     jmp 1f
 1:
+    mov ecx, ebp
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 512]
     mov ebp, ecx
-    mov byte ptr [r15 + 0], bpl
+    movzx ebp, bpl
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 39
+    jmp 1f
+1:
+    mov ebp, 56
+    mov ebp, 154
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], 226
-    mov r9d, r9d
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    mov r8, r11
+    mov dword ptr [r15 + 0], 29
+    mov dword ptr [r15 + 256], ecx
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
+    mov ecx, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 576]
     mov rbp, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 896], 99
+    add r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    jmp 1f
+1:
+    mov ebp, 44
+    jmp 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmm14
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    movzx edx, al
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 69
-    jmp 1f
-1:
-    mov ecx, 40
-    mov ecx, 56
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm10
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1408]
-    mov edx, r9d
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 201
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov eax, 214
-    jmp 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmm6
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r9
+    mov rbp, rdx
     add r11, 64
     inc rbx
     dec r13
@@ -13450,158 +13682,128 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10058_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d10185_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10058_s_t
-.Lc1_d10058_j:
+    call .Lc1_d10185_s_t
+.Lc1_d10185_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10058_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d10185_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 512]
-    and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, r11
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    and eax, dword ptr [r15 + r8 + 1408]
+    mov r8d, 35
+    mov r8, r11
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    and rbp, 4032
-    mov r9, r11
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    and edx, dword ptr [r15 + 384]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    lea r8, [r11 + r11*1]
+    and ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rbp
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov rcx, qword ptr [r15 + r8 + 896]
     jmp 1f
 1:
-    mov ebp, 186
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    and eax, dword ptr [r15 + 192]
-    movzx ebp, al
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 250
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 576], ymm1
-    mov byte ptr [r15 + 256], bpl
-    add r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 192]
+    movzx r8d, al
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 101
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r9b
-    mov ebp, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
-    mov esi, 214
-    jmp 1f
-1:
-    mov ebp, 120
-    movsxd rbp, dword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 128]
+    mov edx, 112
+    mov byte ptr [r15 + 320], dl
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j187:
     jz .Lc1_b1_done
 .Lc1_b1_c187:
-    vpor xmm15, xmm15, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm11, xmm11, xmm11
+    movzx eax, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 255
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
-    mov r9, r11
-    mov byte ptr [r15 + 192], r9b
-    movsxd rdi, dword ptr [r15 + 512]
-    mov r8, r11
+    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 192], cl
+    and edx, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    mov rdx, rdx
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r11
     and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
+    and ecx, dword ptr [r15 + r9 + 3456]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 201
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 384]
-    mov r8, rsi
+    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm1
     jmp 1f
 1:
-    mov r8, r11
-    and edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 201
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    movsxd rdi, dword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rdx
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 52
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -13610,552 +13812,570 @@ ditto_body_c1:
 .Lc1_j188:
     jz .Lc1_b1_done
 .Lc1_b1_c188:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d10176_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10176_s_t
-.Lc1_d10176_j:
+    lea rcx, [rip + .Lc1_d10285_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10285_s_t
+.Lc1_d10285_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10176_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d10285_s:
     ret
     .popsection
+    mov r9, rbp
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, cl
-    mov rax, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ebp
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 768], eax
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov qword ptr [r15 + 192], rcx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    movzx r9d, bpl
     mov rbp, r11
-    mov rax, qword ptr [r15 + 576]
-    mov ecx, 85
+    mov r9d, 15
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    mov ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov ecx, eax
+    mov r9, r9
+    mov qword ptr [r15 + 192], r9
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 64], xmm15
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
     mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 72
-    mov dword ptr [r15 + 512], ecx
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + r9 + 1344], 159
+    movzx r9d, byte ptr [r15 + 640]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j189:
     jz .Lc1_b1_done
 .Lc1_b1_c189:
-    lea rcx, [rip + .Lc1_d10226_s]
+    lea rcx, [rip + .Lc1_d10338_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10226_s_t
-.Lc1_d10226_j:
+    call .Lc1_d10338_s_t
+.Lc1_d10338_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10226_s:
+.Lc1_d10338_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 174
-    mov r9d, 129
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpshufd xmm12, xmm15, 228
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 98
-    mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx r8d, cl
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 64]
     mov dword ptr [r15 + 320], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov r9, r11
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 384], ecx
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, r11
-    add rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov ebp, 98
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 217
+    mov r8d, dword ptr [r15 + 704]
     mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
+    mov rax, rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, dword ptr [r15 + 64]
+    movzx eax, bpl
+    mov rbp, r11
+    mov r9, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, esi
+    movzx edx, byte ptr [r15 + 256]
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    vpshufd xmm3, xmm6, 100
+    mov dword ptr [r15 + 512], 162
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 448], rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j190:
     jz .Lc1_b1_done
 .Lc1_b1_c190:
-    lea rcx, [rip + .Lc1_d10282_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10282_s_t
-.Lc1_d10282_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10398_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10398_s_t
+.Lc1_d10398_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10282_s:
+.Lc1_d10398_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 31
-    mov rsi, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], sil
-    mov esi, esi
+    and ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 188
+    mov eax, eax
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, dword ptr [r15 + 64]
     mov rbp, r11
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 239
-    and r9d, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], 249
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 213
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 256], r8b
+    movzx edx, byte ptr [r15 + 640]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
     mov rbp, r11
-    mov esi, dword ptr [r15 + 448]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3456]
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 64]
-    movzx edi, r8b
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 192]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 128], ymm11
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j191:
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    lea rcx, [rip + .Lc1_d10336_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10336_s_t
-.Lc1_d10336_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d10458_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10458_s_t
+.Lc1_d10458_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10336_s:
+.Lc1_d10458_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    and eax, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 64], rax
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rax
-    mov byte ptr [r15 + 192], al
-    mov qword ptr [r15 + 576], rax
-    mov dword ptr [r15 + 64], ecx
-    lea r8, [r11 + r11*1]
-    mov eax, 111
-    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 448
+    and r9d, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     mov rbp, r11
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 896]
+    mov rax, qword ptr [r15 + 256]
+    mov ecx, eax
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, qword ptr [r15 + 192]
-    and ebp, dword ptr [r15 + r8 + 832]
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 128]
+    mov ebp, 111
+    mov dword ptr [r15 + 704], ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and eax, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    mov byte ptr [r15 + 512], sil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j192:
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d10395_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10395_s_t
-.Lc1_d10395_j:
+    lea rcx, [rip + .Lc1_d10510_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10510_s_t
+.Lc1_d10510_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10395_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d10510_s:
     ret
     .popsection
-    mov rax, qword ptr [r15 + 704]
     mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 27
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rsi, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov ecx, 131
-    mov ecx, 169
+    mov ecx, dword ptr [r15 + 128]
+    lea r8, [r11 + r11*1]
     and rbp, 8128
-    mov r9, r11
-    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 7488], 169
+    mov ebp, 86
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1408]
+    mov byte ptr [r15 + 448], bpl
+    vpshufd xmm9, xmm11, 242
+    mov rbp, rcx
+    mov rcx, qword ptr [r15 + 768]
+    mov eax, ecx
+    movzx ecx, byte ptr [r15 + 576]
     jmp 1f
 1:
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 128]
+    mov edx, ebp
+    mov ebp, dword ptr [r15 + 64]
+    mov edi, 82
+    mov edi, 178
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    jmp 1f
-1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 320]
     mov edi, dword ptr [r15 + 256]
-    mov edx, edi
-    mov edi, edx
+    mov r9, rdi
+    movzx edi, r9b
+    mov dword ptr [r15 + 320], edi
+    add rdx, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 512]
+    mov rdi, r9
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    mov r8, rdi
-    mov rdi, r8
-    mov r8, rdi
-    mov edi, r8d
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], dil
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j193:
     jz .Lc1_b1_done
 .Lc1_b1_c193:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, dil
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov edi, 10
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 128]
-    movzx eax, dil
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 131
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 512]
-    and esi, dword ptr [r15 + 448]
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 64], ebp
-    mov edx, esi
-    mov r9, r11
-    and rbp, 448
-    add rdi, qword ptr [r15 + rbp + 832]
+    lea rcx, [rip + .Lc1_d10567_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10567_s_t
+.Lc1_d10567_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10567_s:
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 256], r9
-    mov r9, qword ptr [r15 + rbp + 896]
-    movzx ebp, byte ptr [r15 + 384]
+    mov byte ptr [r15 + r9 + 3392], r9b
     jmp 1f
 1:
-    movzx edi, dil
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rcx
+    mov rcx, qword ptr [r15 + 704]
+    movzx edx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 49
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, dl
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8d, dword ptr [r15 + 128]
+    add r8, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 448], cl
+    movzx r8d, cl
+    mov ecx, r8d
+    mov r8d, ecx
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + r9 + 3456]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j194:
     jz .Lc1_b1_done
 .Lc1_b1_c194:
-    lea rcx, [rip + .Lc1_d10498_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10498_s_t
-.Lc1_d10498_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10498_s:
-    ret
-    .popsection
-    lea rbp, [r11 + r11*1]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, ecx
-    add rsi, qword ptr [r15 + rbp + 7552]
-    movzx ebp, byte ptr [r15 + 64]
-    movzx ecx, bpl
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
+    lea r8, [r11 + r11*1]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1408]
+    mov rdx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 704], sil
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1408]
-    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edi, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    mov rdi, rdi
+    mov edi, dword ptr [r15 + 512]
+    mov ebp, edi
+    mov ebp, 156
     movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx esi, r9b
+    mov esi, dword ptr [r15 + 64]
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 15680]
+    movsxd r9, dword ptr [r15 + 768]
+    mov r9, r11
+    mov dword ptr [r15 + 256], 156
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    add rbp, qword ptr [r15 + 320]
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    movzx eax, al
-    mov rax, qword ptr [r15 + 512]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 640]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, eax
-    movsxd rax, dword ptr [r15 + 192]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 256]
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, esi
+    mov byte ptr [r15 + 512], r9b
+    mov r9d, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    movzx r8d, sil
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j195:
     jz .Lc1_b1_done
 .Lc1_b1_c195:
-    lea rcx, [rip + .Lc1_d10548_s]
+    lea rcx, [rip + .Lc1_d10671_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10548_s_t
-.Lc1_d10548_j:
+    call .Lc1_d10671_s_t
+.Lc1_d10671_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10548_s:
+.Lc1_d10671_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov edx, 77
-    mov r8, r11
-    mov rcx, r8
-    mov rcx, rcx
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8d, ecx
-    mov r8, r11
-    mov rax, qword ptr [r15 + 448]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov dword ptr [r15 + 0], 171
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 87
-    mov r8, qword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 448]
-    mov r9, rdi
-    mov edi, r9d
-    mov r9, rdi
-    mov edi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov rbp, r11
-    .byte 0x0f, 0x1f, 0x00
-    mov esi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], sil
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov rbp, rsi
-    movzx esi, byte ptr [r15 + 384]
     mov r9, rsi
-    movzx esi, byte ptr [r15 + 64]
-    movzx ebp, sil
+    mov r9, r11
+    mov r8, r11
+    jmp 1f
+1:
+    mov ecx, esi
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r9, rcx
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 172
+    jmp 1f
+1:
+    mov r8d, 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], cl
+    mov rsi, r9
+    mov r9d, esi
+    movsxd rsi, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 448], ymm3
+    mov rcx, r8
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, r8
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, r11
+    mov dword ptr [r15 + 576], 67
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 640], rdi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov edi, r8d
+    movsxd rdi, dword ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -14166,203 +14386,206 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 64
+    test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d10607_s]
+    lea rcx, [rip + .Lc1_d10729_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10607_s_t
-.Lc1_d10607_j:
+    call .Lc1_d10729_s_t
+.Lc1_d10729_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10607_s:
+.Lc1_d10729_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rsi, rbp
-    mov dword ptr [r15 + 64], esi
+    add r8, qword ptr [r15 + 384]
+    or qword ptr [r15 + 512], 123
+    mov eax, eax
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov eax, 44
+    mov rax, rax
+    mov eax, 157
     mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov rbp, rsi
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
+    movzx eax, r8b
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 14
-    mov esi, dword ptr [r15 + 256]
-    mov ecx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 113
+    mov r8, rcx
+    and r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], eax
+    movzx ecx, al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov esi, 72
-    mov esi, dword ptr [r15 + 512]
-    mov r8d, esi
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov ebp, esi
-    movzx esi, bpl
-    mov ebp, 50
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    jmp 1f
-1:
-    or qword ptr [r15 + 640], 43
+    add rax, qword ptr [r15 + 448]
     mov rbp, r11
     mov r9, r11
-    movzx ecx, r9b
-    and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 320], ecx
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 228
+    mov r9d, eax
+    mov byte ptr [r15 + 320], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j197:
     jz .Lc1_b1_done
 .Lc1_b1_c197:
-    lea rcx, [rip + .Lc1_d10663_s]
+    lea rcx, [rip + .Lc1_d10784_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10663_s_t
-.Lc1_d10663_j:
+    call .Lc1_d10784_s_t
+.Lc1_d10784_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10663_s:
+.Lc1_d10784_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, 125
-    vmovq xmm3, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 125
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], ecx
-    vpxor xmm3, xmm3, xmm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    add r8, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 94
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 704], 9
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edi, 117
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9, r11
-    movzx edi, r9b
-    mov byte ptr [r15 + 320], dil
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 512]
-    movzx eax, r9b
+    mov dword ptr [r15 + 192], r9d
+    movsxd r9, dword ptr [r15 + 256]
+    mov eax, r9d
     mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov ecx, 183
+    mov r9, r11
+    mov dword ptr [r15 + 128], 229
+    and r9, 448
+    add qword ptr [r15 + r9 + 832], r9
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    mov eax, 154
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, 5
+    mov rcx, qword ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov qword ptr [r15 + 768], r9
+    mov dword ptr [r15 + 64], 9
+    jmp 1f
+1:
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 576]
+    mov r9d, eax
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    movzx edx, r8b
+    movzx r8d, dl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j198:
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    mov r9, qword ptr [r15 + 576]
-    mov qword ptr [r15 + 768], r9
+    lea rcx, [rip + .Lc1_d10840_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10840_s_t
+.Lc1_d10840_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10840_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 214
-    mov byte ptr [r15 + 128], dil
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 256]
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    .byte 0x0f, 0x1f, 0x00
-    and r9, 1984
-    vmovq qword ptr [r15 + r9 + 1344], xmm10
     jmp 1f
 1:
-    mov r9, r11
-    mov edi, 134
-    mov dword ptr [r15 + 128], 196
-    mov dword ptr [r15 + 192], 209
+    mov byte ptr [r15 + 128], cl
+    mov qword ptr [r15 + 192], rcx
     and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], 71
+    mov dword ptr [r15 + 128], 79
+    mov r9d, 196
     mov r9, r11
+    mov dword ptr [r15 + 384], 209
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], r8d
+    and r9, 1984
+    lock or dword ptr [r15 + r9 + 1344], 96
+    mov dword ptr [r15 + 512], ecx
+    mov dword ptr [r15 + 448], 83
+    lea r8, [r11 + r11*1]
+    mov ecx, 101
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 228
+    and r8, 4032
+    add r9, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 191
-    mov dword ptr [r15 + 512], edi
-    mov edi, 80
-    add rdi, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + r8 + 3456]
     add r11, 64
     inc rbx
     dec r13
@@ -14373,171 +14596,7 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10770_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10770_s_t
-.Lc1_d10770_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10770_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov edi, dword ptr [r15 + 128]
-    add rdi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 0], rdi
-    nop
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edi
-    movzx eax, cl
-    mov rcx, rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add rdi, qword ptr [r15 + 320]
-    mov ecx, 151
-    jmp 1f
-1:
-    nop
-    movzx ecx, al
-    mov ecx, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 448]
-    vpcmpeqb xmm10, xmm10, xmm3
-    movzx esi, dil
-    movsxd rdi, dword ptr [r15 + 640]
-    mov rbp, r11
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    mov edx, esi
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8, r11
-    mov dword ptr [r15 + 384], 221
-    mov r9d, 164
-    jmp 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j200:
-    jz .Lc1_b1_done
-.Lc1_b1_c200:
-    lea rcx, [rip + .Lc1_d10831_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10831_s_t
-.Lc1_d10831_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10831_s:
-    ret
-    .popsection
-    mov r8d, r8d
-    mov dword ptr [r15 + 256], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 25
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 704]
-    mov r8d, ecx
-    movzx r8d, r8b
-    mov r8d, 182
-    mov r8, r8
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 80
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 64]
-    and r8, 448
-    add r9, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 320], 185
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 143
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpxor xmm3, xmm3, xmm10
-    mov dword ptr [r15 + 384], 51
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j201:
-    jz .Lc1_b1_done
-.Lc1_b1_c201:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
+    and eax, 15
     lea rcx, [rip + .Lc1_d10891_s]
     lea rcx, [rcx + rax*8]
     call .Lc1_d10891_s_t
@@ -14548,256 +14607,434 @@ ditto_body_c1:
     ret
     .p2align 3, 0xcc
     ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
     .popsection
-    mov dword ptr [r15 + 576], 203
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, ecx
-    add r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 192]
-    movzx edx, sil
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1408]
-    mov edi, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 512]
-    movzx esi, r9b
-    mov esi, esi
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    add r9, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 512]
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + 256]
-    and r8, 448
-    add rdx, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 98
     and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov eax, dword ptr [r15 + r8 + 7488]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rsi
-    mov rsi, r8
+    add r9, qword ptr [r15 + 448]
     jmp 1f
 1:
+    mov qword ptr [r15 + 384], rax
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 512]
+    add rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmm15
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8d, 109
+    jmp 1f
+1:
+    nop
+    nop
+    mov dword ptr [r15 + 448], eax
+    movzx eax, byte ptr [r15 + 320]
+    movzx r8d, al
+    mov r8d, dword ptr [r15 + 192]
+    mov ebp, 183
+    mov ebp, dword ptr [r15 + 704]
+    movzx edi, bpl
+    lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 128]
+    mov edx, esi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 832], dil
+    movzx ebp, byte ptr [r15 + 768]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j200:
+    jz .Lc1_b1_done
+.Lc1_b1_c200:
+    lea rcx, [rip + .Lc1_d10958_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10958_s_t
+.Lc1_d10958_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10958_s:
+    ret
+    .popsection
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, dil
+    mov ecx, ebp
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rdi, rcx
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    vpxor xmm14, xmm14, xmm3
+    mov dword ptr [r15 + 384], ecx
+    mov ecx, 116
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 185
+    mov r9d, 144
+    add r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], ebp
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 51
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j201:
+    jz .Lc1_b1_done
+.Lc1_b1_c201:
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 64]
+    movzx ebp, r8b
+    mov ebp, dword ptr [r15 + 128]
+    mov r9, rbp
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov rsi, rdx
+    add rsi, qword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 448]
+    movzx eax, dl
+    mov r8, r11
+    mov edx, dword ptr [r15 + 640]
+    mov rbp, r11
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 384], r8
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], eax
+    mov eax, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 704]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 53
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 230
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j202:
     jz .Lc1_b1_done
 .Lc1_b1_c202:
-    lea rcx, [rip + .Lc1_d10943_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10943_s_t
-.Lc1_d10943_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d11070_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11070_s_t
+.Lc1_d11070_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10943_s:
+.Lc1_d11070_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movsxd r8, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rsi
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 704], ymm3
-    movzx eax, byte ptr [r15 + 192]
     mov rbp, r11
-    mov r9, rbp
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov ebp, eax
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r9
     and rbp, 4032
-    mov r9, r11
-    mov qword ptr [r15 + rbp + 3392], r9
-    mov qword ptr [r15 + 512], rax
+    mov rax, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
+    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    jmp 1f
+1:
+    mov ebp, ecx
     mov qword ptr [r15 + 448], rbp
-    and edi, dword ptr [r15 + 128]
-    movzx eax, dil
-    mov eax, eax
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 192]
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rbp
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov esi, eax
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    movzx eax, sil
+    mov byte ptr [r15 + 320], al
+    movzx eax, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r11
+    mov esi, r9d
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j203:
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edi, ebp
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movzx edi, r9b
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 768], eax
-    mov r9, qword ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov qword ptr [r15 + 192], r9
+    lea rcx, [rip + .Lc1_d11124_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11124_s_t
+.Lc1_d11124_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11124_s:
+    ret
+    .popsection
+    movzx eax, sil
     mov r9, r11
-    movzx eax, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 128], rax
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov dword ptr [r15 + 128], 189
-    mov byte ptr [r15 + 384], al
-    mov r8d, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 128], ecx
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, r9b
+    mov dword ptr [r15 + 0], 114
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    movzx ebp, r9b
-    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 640]
+    movzx r9d, al
+    mov qword ptr [r15 + 192], r9
+    mov dword ptr [r15 + 64], esi
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 576], al
+    mov r9, r11
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r11
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    add rdi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], dil
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
+    movzx r9d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j204:
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    lea rcx, [rip + .Lc1_d11047_s]
+    lea rcx, [rip + .Lc1_d11176_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11047_s_t
-.Lc1_d11047_j:
+    call .Lc1_d11176_s_t
+.Lc1_d11176_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11047_s:
+.Lc1_d11176_s:
     ret
     .popsection
-    mov ebp, dword ptr [r15 + 640]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
     mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov ebp, dword ptr [r15 + 64]
-    vmovq qword ptr [r15 + 256], xmm3
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    movzx esi, dl
-    mov edx, esi
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 43
+    mov qword ptr [r15 + 0], rcx
     mov r8, r11
-    mov dword ptr [r15 + 384], r8d
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    movzx r8d, al
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    mov r8, rcx
     mov r8, r11
-    mov qword ptr [r15 + 512], r8
-    mov rdx, rdi
-    movsxd rdi, dword ptr [r15 + 320]
+    jmp 1f
+1:
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r8
-    mov r8d, dword ptr [r15 + r9 + 7552]
-    mov r9, r8
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rcx
+    vmovq qword ptr [r15 + 448], xmm14
+    mov r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 256]
+    movzx ebp, dl
+    mov edx, ebp
+    mov rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], r9d
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    movzx r9d, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov rdi, rsi
+    movzx esi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rsi
+    movzx esi, byte ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 704], xmm14
+    movsxd r9, dword ptr [r15 + 768]
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
@@ -14807,292 +15044,258 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11105_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d11234_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11105_s_t
-.Lc1_d11105_j:
+    call .Lc1_d11234_s_t
+.Lc1_d11234_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11105_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11234_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r8
+    mov dword ptr [r15 + 64], 35
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, al
-    vmovq xmm15, rcx
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 107
-    mov rax, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 192], ecx
-    vpmovmskb ecx, xmm15
-    mov r9, r11
-    mov rbp, r11
+    mov byte ptr [r15 + 0], cl
+    vpmovmskb ecx, xmm7
+    movzx ecx, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 512]
+    mov esi, eax
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 384], r9d
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 11
+    or qword ptr [r15 + r9 + 896], 120
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 832], esi
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7552]
+    mov rsi, qword ptr [r15 + 128]
+    mov r9d, esi
+    mov dword ptr [r15 + 128], 54
+    mov dword ptr [r15 + 320], 11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7488], 155
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 256]
+    movzx edx, sil
+    jmp 1f
+1:
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, r8d
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 256]
-    mov r9, r11
-    mov esi, 211
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 768], 44
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 1344], bpl
+    and edi, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j206:
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d11171_s]
+    lea rcx, [rip + .Lc1_d11283_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11171_s_t
-.Lc1_d11171_j:
+    call .Lc1_d11283_s_t
+.Lc1_d11283_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11171_s:
+.Lc1_d11283_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 240
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov dword ptr [r15 + 0], 51
+    vpxor xmm14, xmm14, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm3, xmm3, xmm9
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 149
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov r9d, dword ptr [r15 + 384]
-    and r9d, dword ptr [r15 + rbp + 7552]
-    mov qword ptr [r15 + 576], r9
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdi, rbp
-    jmp 1f
-1:
     mov rbp, r11
-    movzx esi, byte ptr [r15 + 448]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 640]
-    mov ebp, 38
-    vpxor xmm3, xmm3, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rbp, r11
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    and edi, dword ptr [r15 + 384]
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 196
-    mov byte ptr [r15 + 512], r8b
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 105
+    mov edx, dword ptr [r15 + 64]
+    mov r9, r11
+    movzx eax, r9b
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    mov dword ptr [r15 + 256], r9d
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], edx
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    mov dword ptr [r15 + 640], 153
+    jmp 1f
+1:
+    vpxor xmm3, xmm3, xmm13
+    mov edx, 206
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 448], dl
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j207:
     jz .Lc1_b1_done
 .Lc1_b1_c207:
-    lea rcx, [rip + .Lc1_d11222_s]
+    lea rcx, [rip + .Lc1_d11333_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11222_s_t
-.Lc1_d11222_j:
+    call .Lc1_d11333_s_t
+.Lc1_d11333_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11222_s:
+.Lc1_d11333_s:
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3456], r8b
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 106
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 576]
+    and r9, 448
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov edi, eax
+    and rbp, 1984
+    add rdx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    mov byte ptr [r15 + 0], al
+    mov edx, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 116
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, rcx
+    vpxor xmm6, xmm6, xmm14
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    add rcx, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], 251
-    mov r8, qword ptr [r15 + 192]
-    mov esi, r8d
-    mov qword ptr [r15 + 512], rsi
-    mov esi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    vpxor xmm10, xmm10, xmm15
-    mov r8, r11
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov byte ptr [r15 + 512], sil
-    mov rsi, rcx
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov dword ptr [r15 + 128], ecx
-    mov r8, r11
-    mov rcx, r8
-    mov ecx, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 64]
-    and r8, 448
-    and edi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 128], rdx
+    movsxd rdi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], dil
+    mov rdi, rdx
+    vmovq qword ptr [r15 + 192], xmm6
+    mov dword ptr [r15 + 384], edx
+    mov rbp, r11
+    mov rax, rbp
+    mov dword ptr [r15 + r9 + 896], eax
+    movzx r9d, byte ptr [r15 + 768]
+    and rbp, 4032
+    and edx, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j208:
     jz .Lc1_b1_done
 .Lc1_b1_c208:
-    mov r8, r11
-    and r8, 8128
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    and r9, 1984
-    and edi, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 512], rdi
-    jmp 1f
-1:
-    mov rcx, r8
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 39
+    mov rbp, r11
+    mov eax, 211
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, 192
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 45
+    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 85
     mov dword ptr [r15 + 0], r9d
-    movzx r9d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 768]
+    mov r9d, r9d
+    mov r9, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, ecx
-    mov byte ptr [r15 + 384], dl
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r9d
     jmp 1f
 1:
-    movzx ecx, r9b
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    mov dword ptr [r15 + 320], 127
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov r9d, edx
+    lea r8, [r11 + r11*1]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov dword ptr [r15 + 320], 147
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edi
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], r8b
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
+    movzx esi, dil
+    mov edi, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    movzx esi, r8b
+    movzx esi, byte ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    and r9d, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], ecx
+    mov ecx, 17
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -15105,70 +15308,68 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 64
     setz al
-    lea rcx, [rip + .Lc1_d11329_s]
+    lea rcx, [rip + .Lc1_d11439_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11329_s_t
-.Lc1_d11329_j:
+    call .Lc1_d11439_s_t
+.Lc1_d11439_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11329_s:
+.Lc1_d11439_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    add rax, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 128], dil
-    movsxd r9, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 704], r9
-    vpxor xmm15, xmm15, xmm10
-    jmp 1f
-1:
-    mov ecx, edi
-    jmp 1f
-1:
-    movzx eax, dil
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r9, r9
-    add r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], dil
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 156
-    movzx ecx, byte ptr [r15 + 640]
-    and rbp, 8128
     mov r8, r11
-    mov dword ptr [r15 + rbp + 7488], 59
-    mov rbp, rax
     jmp 1f
 1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    mov rax, rcx
+    add rax, qword ptr [r15 + 512]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], r8b
+    add rcx, qword ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
+    add qword ptr [r15 + 448], r8
+    mov r8, r11
+    mov rbp, r8
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 98
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, ecx
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + 704]
+    mov rbp, r11
+    mov byte ptr [r15 + 768], bpl
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 96
     jmp 1f
 1:
     add r11, 64
@@ -15177,68 +15378,67 @@ ditto_body_c1:
 .Lc1_j210:
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    lea rcx, [rip + .Lc1_d11385_s]
+    lea rcx, [rip + .Lc1_d11493_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11385_s_t
-.Lc1_d11385_j:
+    call .Lc1_d11493_s_t
+.Lc1_d11493_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11385_s:
+.Lc1_d11493_s:
     ret
     .popsection
-    mov byte ptr [r15 + 320], r8b
-    add rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    movsxd r8, dword ptr [r15 + 256]
-    mov ecx, 157
-    mov dword ptr [r15 + 0], 159
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 239
-    jmp 1f
-1:
-    mov edi, edi
-    mov byte ptr [r15 + 0], dil
+    mov ebp, 111
+    movzx ebp, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov ecx, ecx
+    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov ecx, ebp
     jmp 1f
 1:
+    mov ecx, ebp
     jmp 1f
 1:
-    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, ebp
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 768]
+    mov ecx, ebp
+    mov dword ptr [r15 + 576], ecx
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 129
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3392], 222
+    mov byte ptr [r15 + 448], cl
+    vpmovmskb ecx, xmm6
     jmp 1f
 1:
-    mov edi, ecx
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    vpmovmskb esi, xmm15
-    mov esi, esi
-    mov esi, esi
+    movsxd rcx, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 256]
+    add rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 192]
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], 0
+    add rcx, qword ptr [r15 + 128]
+    mov rdi, rcx
     mov r9, r11
-    mov dword ptr [r15 + rbp + 1408], 184
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 126
-    add rbp, qword ptr [r15 + 64]
-    mov r9d, 177
-    mov r9, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], r9
-    mov r9, rdi
+    mov ecx, 177
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov dword ptr [r15 + 640], 122
     .byte 0x0f, 0x1f, 0x00
     add r11, 64
     inc rbx
@@ -15249,282 +15449,285 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d11443_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11550_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11443_s_t
-.Lc1_d11443_j:
+    call .Lc1_d11550_s_t
+.Lc1_d11550_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11443_s:
+.Lc1_d11550_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 65
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 165
-    mov qword ptr [r15 + 192], rax
-    mov rbp, r11
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 102
+    mov dword ptr [r15 + 448], 14
+    mov eax, 170
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, 8
+    mov dword ptr [r15 + 512], 102
+    movsxd rcx, dword ptr [r15 + 64]
     and ecx, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 384]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 64], rcx
+    vmovdqu ymmword ptr [r15 + 704], ymm3
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov rcx, rax
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    mov r9, r11
+    mov rsi, r9
     and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
-    and ebp, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 576]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 448], 60
+    vmovdqu xmmword ptr [r15 + r9 + 832], xmm6
+    mov dword ptr [r15 + 384], 211
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, rax
-    movzx ebp, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov byte ptr [r15 + 128], sil
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + r9 + 896], edi
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j212:
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    lea rcx, [rip + .Lc1_d11491_s]
+    lea rcx, [rip + .Lc1_d11604_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11491_s_t
-.Lc1_d11491_j:
+    call .Lc1_d11604_s_t
+.Lc1_d11604_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11491_s:
+.Lc1_d11604_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov edi, esi
+    mov r9d, esi
     jmp 1f
 1:
-    movzx r8d, cl
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 64]
-    vmovq xmm3, rsi
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7552]
-    mov rsi, qword ptr [r15 + 704]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm3, xmm3, xmm3
+    movzx ecx, sil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 201
+    vmovq xmm8, r9
     jmp 1f
 1:
+    mov esi, 242
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    movzx esi, byte ptr [r15 + 512]
-    and esi, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r9, r11
-    mov dword ptr [r15 + 384], 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 320]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9d, r8d
-    mov dword ptr [r15 + 768], 73
-    mov dword ptr [r15 + 128], esi
-    mov esi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + rbp + 7488], esi
+    movsxd r9, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8d, ecx
+    and r8d, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
     mov rbp, r11
-    vpor xmm3, xmm3, xmm3
+    mov dword ptr [r15 + 576], 45
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 40
+    mov rbp, r11
+    mov edi, ebp
+    mov qword ptr [r15 + 768], rdi
+    mov dword ptr [r15 + 448], 118
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 256]
-    and ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movzx ebp, byte ptr [r15 + 64]
+    vpor xmm8, xmm8, xmm8
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 128]
+    and eax, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j213:
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    lea rcx, [rip + .Lc1_d11543_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11543_s_t
-.Lc1_d11543_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d11659_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11659_s_t
+.Lc1_d11659_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11543_s:
+.Lc1_d11659_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
     and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 59
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 128]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov rbp, r8
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movzx ebp, byte ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 64]
     mov r8, r11
-    mov edi, dword ptr [r15 + 256]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 128]
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 896]
     mov rsi, rdx
-    movzx edx, sil
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 512], rdx
+    movzx edx, byte ptr [r15 + 704]
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    mov qword ptr [r15 + 192], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rsi
-    mov dword ptr [r15 + 64], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 128], r9d
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    movzx r9d, r8b
+    mov r8, r9
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], bpl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j214:
     jz .Lc1_b1_done
 .Lc1_b1_c214:
-    mov r8, r11
-    mov esi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 704], sil
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 44
-    mov dword ptr [r15 + 128], 181
-    mov rdi, rsi
+    lea rcx, [rip + .Lc1_d11708_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11708_s_t
+.Lc1_d11708_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11708_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    and esi, dword ptr [r15 + r8 + 7488]
-    mov ecx, 247
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 256], 181
     mov r9, r11
-    mov rcx, qword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 384]
-    and r9, 448
-    add rsi, qword ptr [r15 + r9 + 832]
-    movzx r9d, sil
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7552]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 7552]
-    vpor xmm10, xmm10, xmm3
-    movzx r8d, byte ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 512]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 238
+    mov r9d, dword ptr [r15 + 192]
+    mov rsi, r9
+    mov r9, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], r9
+    mov r9, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
     jmp 1f
 1:
-    or qword ptr [r15 + 640], 99
-    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 15680]
+    mov r8d, 117
+    and r8d, dword ptr [r15 + 512]
+    add r8, qword ptr [r15 + 128]
+    mov rdx, r8
+    mov r8d, dword ptr [r15 + 256]
+    movzx edi, r8b
+    movzx r8d, byte ptr [r15 + 448]
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    vpor xmm14, xmm14, xmm8
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j215:
     jz .Lc1_b1_done
 .Lc1_b1_c215:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d11645_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11645_s_t
-.Lc1_d11645_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11645_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 512], ebp
-    mov ebp, ecx
+    movzx r8d, byte ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, edi
+    and ebp, dword ptr [r15 + 0]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -15533,122 +15736,135 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, 159
     jmp 1f
 1:
-    mov ebp, eax
-    mov rbp, r11
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
-    and ecx, dword ptr [r15 + 576]
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 196
-    mov ebp, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], edi
+    mov dword ptr [r15 + 576], 139
+    movzx edi, bpl
+    add rdi, qword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 128], 220
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    and r9, 448
+    and r8d, dword ptr [r15 + r9 + 832]
+    mov r9d, r8d
+    mov r8, r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    movzx ebp, byte ptr [r15 + 448]
     mov r8, r11
-    mov rdi, r8
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     jmp 1f
 1:
-    movzx r9d, dil
-    mov edi, 9
-    movzx edi, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 768], rdi
-    mov r8, r11
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov ebp, r8d
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
     mov dword ptr [r15 + 192], r8d
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j216:
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    lea rcx, [rip + .Lc1_d11700_s]
+    lea rcx, [rip + .Lc1_d11814_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11700_s_t
-.Lc1_d11700_j:
+    call .Lc1_d11814_s_t
+.Lc1_d11814_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11700_s:
+.Lc1_d11814_s:
     ret
     .popsection
-    movzx edi, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 114
-    movzx r8d, r8b
-    mov r8, r8
-    mov r8d, 131
-    movzx ecx, r8b
-    mov ecx, ecx
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, r8d
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov r8, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov edi, edi
-    mov dword ptr [r15 + 0], edi
-    mov edi, 119
+    mov r8d, 176
+    mov r8, r11
+    mov edi, 114
     mov rcx, rdi
+    mov ecx, ecx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx r8d, dil
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 117
+    add rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, ecx
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
+    vpor xmm8, xmm8, xmm14
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 320]
-    mov edx, esi
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edx, r8d
+    mov r8d, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov ebp, 39
+    mov ebp, ebp
+    mov rbp, rbp
+    movzx ebp, bpl
+    mov ebp, ebp
     mov rbp, r11
-    mov esi, 235
-    mov esi, esi
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
     jmp 1f
 1:
-    mov esi, 199
-    mov qword ptr [r15 + 384], rsi
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    mov r9, r11
-    jmp 1f
-1:
+    movzx r9d, r8b
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov byte ptr [r15 + 704], r8b
+    mov r8, qword ptr [r15 + 320]
     mov rbp, r11
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
     and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
+    movzx r8d, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], sil
-    movsxd rsi, dword ptr [r15 + 448]
-    jmp 1f
-1:
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + 512]
+    mov ebp, ebp
     jmp 1f
 1:
     add r11, 64
@@ -15657,73 +15873,91 @@ ditto_body_c1:
 .Lc1_j217:
     jz .Lc1_b1_done
 .Lc1_b1_c217:
-    lea rcx, [rip + .Lc1_d11763_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11763_s_t
-.Lc1_d11763_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11881_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11881_s_t
+.Lc1_d11881_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11763_s:
+.Lc1_d11881_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, qword ptr [r15 + 448]
+    movzx ebp, bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 152
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 512]
     and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], eax
     jmp 1f
 1:
-    mov esi, 86
-    movzx esi, byte ptr [r15 + 448]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 384], r8
-    mov byte ptr [r15 + 256], cl
-    mov rcx, rbp
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r9, r11
-    movzx eax, r9b
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    vpor xmm10, xmm10, xmm3
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov dword ptr [r15 + 704], 29
-    mov byte ptr [r15 + 64], cl
+    mov eax, 63
     jmp 1f
 1:
     mov r9, r11
-    add rax, qword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + r8 + 896]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 192], 128
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 170
-    mov dword ptr [r15 + 64], eax
-    mov r8, qword ptr [r15 + 512]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov r9, r11
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 189
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
+    mov r9, r11
+    mov rax, qword ptr [r15 + 320]
+    and r9, 448
+    and ebp, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 81
+    vmovdqu ymmword ptr [r15 + 384], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -15733,237 +15967,211 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11820_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d11944_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11820_s_t
-.Lc1_d11820_j:
+    call .Lc1_d11944_s_t
+.Lc1_d11944_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11820_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11944_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 128], rax
-    mov esi, 236
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 256], r8
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1408]
-    jmp 1f
-1:
-    mov r9d, esi
-    mov byte ptr [r15 + 128], r9b
-    and esi, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 768], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
+    and r9d, dword ptr [r15 + 0]
+    mov eax, 236
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov dword ptr [r15 + 384], 247
-    and r9, 8128
-    add rsi, qword ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 164
     jmp 1f
 1:
-    mov ecx, r9d
-    mov dword ptr [r15 + 576], 250
-    movzx ecx, sil
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + r8 + 1344]
+    mov eax, eax
+    mov qword ptr [r15 + 64], rax
+    mov r8, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 256]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    vpmovmskb r9d, xmm10
+    mov dword ptr [r15 + 128], 247
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r15 + 320], 0
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], r9b
+    mov dword ptr [r15 + 448], r9d
+    vpmovmskb r9d, xmm8
+    mov r9d, 49
+    mov r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], r9
+    add rax, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rax
+    add rcx, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j219:
     jz .Lc1_b1_done
 .Lc1_b1_c219:
+    lea rcx, [rip + .Lc1_d11995_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11995_s_t
+.Lc1_d11995_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11995_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 256], r9d
     jmp 1f
 1:
-    mov esi, 166
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 183
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 0], 202
+    mov r9d, 183
+    and r9d, dword ptr [r15 + 0]
     add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], esi
-    mov dword ptr [r15 + 512], esi
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    mov rdx, rcx
+    mov rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, byte ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
     mov r8, r11
-    mov rbp, r11
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rbp, qword ptr [r15 + 64]
     and r8, 4032
-    inc dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 128], sil
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov qword ptr [r15 + 192], rdi
+    mov edi, 209
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r11
     mov r8, r11
-    jmp 1f
-1:
-    mov rsi, rbp
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 171
-    and ebp, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 128]
-    mov rdi, r8
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rsi
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], r8d
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8, rdi
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j220:
     jz .Lc1_b1_done
 .Lc1_b1_c220:
-    lea rcx, [rip + .Lc1_d11937_s]
+    lea rcx, [rip + .Lc1_d12049_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11937_s_t
-.Lc1_d11937_j:
+    call .Lc1_d12049_s_t
+.Lc1_d12049_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11937_s:
+.Lc1_d12049_s:
     ret
     .popsection
-    mov r8, r8
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, 140
-    mov byte ptr [r15 + 0], sil
-    movzx esi, cl
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 512], r8b
-    mov qword ptr [r15 + 512], rsi
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
-    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movsxd rcx, dword ptr [r15 + 384]
+    vmovq xmm13, rcx
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 576]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, 144
+    movzx ebp, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, cl
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], bpl
+    mov byte ptr [r15 + rbp + 7488], sil
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 64], xmm13
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov esi, 49
     movzx esi, sil
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    movzx esi, r8b
-    jmp 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov qword ptr [r15 + 64], rsi
-    mov esi, esi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov esi, 213
-    mov qword ptr [r15 + 768], rsi
-    mov esi, dword ptr [r15 + 64]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    mov rbp, rbp
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
     add r11, 64
@@ -15972,283 +16180,145 @@ ditto_body_c1:
 .Lc1_j221:
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d11998_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11998_s_t
-.Lc1_d11998_j:
+    lea rcx, [rip + .Lc1_d12106_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12106_s_t
+.Lc1_d12106_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11998_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12106_s:
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    jmp 1f
+1:
+    inc dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 104
+    mov dword ptr [r15 + 704], ebp
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    movsxd rbp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 320]
     mov r8, r11
     jmp 1f
 1:
-    movzx ecx, al
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    mov ebp, edx
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, 163
-    mov rbp, rbp
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 576]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 384], cl
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 640]
+    mov r9d, 105
+    movzx r9d, r9b
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 128]
+    mov rax, r9
+    movzx r9d, al
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r9 + 3392], 249
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], dil
-    mov byte ptr [r15 + 640], dl
-    movzx edx, r9b
+    mov byte ptr [r15 + r9 + 3456], r8b
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 197
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j222:
     jz .Lc1_b1_done
 .Lc1_b1_c222:
-    lea rcx, [rip + .Lc1_d12052_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12052_s_t
-.Lc1_d12052_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12052_s:
-    ret
-    .popsection
-    lea r9, [r11 + r11*1]
-    mov edi, 138
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    mov ecx, ecx
-    vmovdqu xmmword ptr [r15 + 0], xmm10
+    movzx r9d, r9b
+    vmovdqu xmm3, xmmword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov edx, r9d
+    mov r8d, r9d
+    mov r8d, r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 9
-    mov ecx, 244
+    mov r9, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 138
-    mov rcx, qword ptr [r15 + 512]
-    movzx edx, cl
-    mov dword ptr [r15 + 64], edx
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 178
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    mov r8, qword ptr [r15 + 256]
     mov r9, r11
     mov rdx, r9
-    mov byte ptr [r15 + 704], dl
-    movsxd rdx, dword ptr [r15 + 384]
     and r9, 1984
-    mov r8, r11
-    mov qword ptr [r15 + r9 + 1344], r8
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, qword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 61
-    mov r8, qword ptr [r15 + 64]
-    vmovq qword ptr [r15 + 128], xmm10
-    mov esi, dword ptr [r15 + 256]
-    mov rax, rsi
-    add rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], eax
+    mov eax, 96
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 10
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 576], xmm3
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edx, 203
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rdx
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 212
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j223:
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    lea rcx, [rip + .Lc1_d12105_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12105_s_t
-.Lc1_d12105_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12105_s:
-    ret
-    .popsection
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], r8d
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r9, r11
-    mov byte ptr [r15 + 384], r9b
-    mov rbp, r11
-    mov ecx, ebp
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 576], cl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    vpmovmskb ebp, xmm10
-    jmp 1f
-1:
-    mov ebp, 110
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 768]
-    mov r9, rcx
-    mov rcx, r9
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov rdi, rcx
-    mov qword ptr [r15 + 128], rdi
-    mov edi, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 256]
-    mov edx, ecx
-    vpmovmskb ecx, xmm10
-    mov ecx, 60
-    mov ecx, ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 209
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j224:
-    jz .Lc1_b1_done
-.Lc1_b1_c224:
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 214
-    movzx edi, cl
-    mov dword ptr [r15 + 0], 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 153
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], cl
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, ecx
-    mov dword ptr [r15 + 192], edi
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    mov qword ptr [r15 + 448], rbp
-    movzx ebp, dil
-    mov rbp, r11
-    add rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], edi
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8d, 126
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    vmovq xmm3, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j225:
-    jz .Lc1_b1_done
-.Lc1_b1_c225:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
+    test dword ptr [r15 + 67117724], 4
     setz al
     lea rcx, [rip + .Lc1_d12214_s]
     lea rcx, [rcx + rax*8]
@@ -16261,197 +16331,197 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 704]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rax, rax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    and eax, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 64]
-    mov r8d, ebp
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, rax
     mov rbp, r11
-    movzx esi, bpl
-    movsxd rsi, dword ptr [r15 + 768]
-    mov rdx, rsi
-    and rbp, 4032
+    jmp 1f
+1:
     mov r9, r11
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    and rbp, 4032
+    add rdx, qword ptr [r15 + rbp + 3392]
+    mov rbp, rdx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
     jmp 1f
 1:
-    add qword ptr [r15 + 64], rcx
-    and r9, 448
-    mov rbp, r11
-    add rcx, qword ptr [r15 + r9 + 832]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 896]
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
+    or qword ptr [r15 + 128], 53
+    mov esi, edx
+    mov edx, esi
+    mov dword ptr [r15 + 448], edx
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edx, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 512]
+    mov rcx, rsi
+    mov byte ptr [r15 + 640], cl
+    mov rcx, rdx
+    mov edx, dword ptr [r15 + 64]
+    mov ecx, edx
+    mov ecx, ecx
+    mov ecx, 127
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 249
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j224:
+    jz .Lc1_b1_done
+.Lc1_b1_c224:
+    lea rcx, [rip + .Lc1_d12269_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12269_s_t
+.Lc1_d12269_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12269_s:
+    ret
+    .popsection
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, rsi
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 64], 16
+    mov dword ptr [r15 + 768], r8d
+    vmovq xmm8, r8
+    movzx r8d, bpl
+    add r8, qword ptr [r15 + 128]
+    vpmovmskb edx, xmm8
+    mov edx, edx
+    mov qword ptr [r15 + rbp + 1344], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, qword ptr [r15 + 256]
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r8
+    mov dword ptr [r15 + 448], 70
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9d, 80
+    jmp 1f
+1:
+    mov edx, 83
+    mov byte ptr [r15 + 64], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    mov dword ptr [r15 + 0], r9d
+    add rbp, qword ptr [r15 + 384]
+    mov edx, 212
+    jmp 1f
+1:
+    mov edx, r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j225:
+    jz .Lc1_b1_done
+.Lc1_b1_c225:
+    lea rcx, [rip + .Lc1_d12319_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12319_s_t
+.Lc1_d12319_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12319_s:
+    ret
+    .popsection
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r8, r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
     mov dword ptr [r15 + 256], r9d
+    mov ebp, r9d
+    add qword ptr [r15 + 448], rbp
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 64]
+    mov r8, r9
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov rdi, rbp
+    mov byte ptr [r15 + 576], dil
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    and edi, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rax, r9
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movsxd rbp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j226:
     jz .Lc1_b1_done
 .Lc1_b1_c226:
-    lea rcx, [rip + .Lc1_d12266_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12266_s_t
-.Lc1_d12266_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12266_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rsi
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9d, 189
-    vpor xmm10, xmm10, xmm3
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], r9b
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    vpor xmm10, xmm10, xmm10
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, 222
-    mov r9d, r9d
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 128]
-    vmovdqu xmmword ptr [r15 + 192], xmm10
-    vpaddd xmm10, xmm10, xmm10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, rcx
-    inc dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 30
-    mov r9, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    and r9, 448
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r9 + 832]
-    add qword ptr [r15 + 576], r8
-    mov dword ptr [r15 + 640], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j227:
-    jz .Lc1_b1_done
-.Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d12321_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12321_s_t
-.Lc1_d12321_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12321_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r9, r11
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 512]
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    movzx r9d, bpl
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 320], rbp
-    mov eax, edx
-    mov rdx, qword ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 704], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rax
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j228:
-    jz .Lc1_b1_done
-.Lc1_b1_c228:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
     lea rcx, [rip + .Lc1_d12376_s]
     lea rcx, [rcx + rax*8]
     call .Lc1_d12376_s_t
@@ -16462,803 +16532,923 @@ ditto_body_c1:
     ret
     .p2align 3, 0xcc
     ret
+    .popsection
+    movzx eax, al
+    mov rax, rax
+    vmovdqu xmm13, xmmword ptr [r15 + 448]
+    vpaddd xmm13, xmm13, xmm13
+    mov qword ptr [r15 + 512], rcx
+    xor dword ptr [r15 + 192], ecx
+    and edi, dword ptr [r15 + 384]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 138
+    jmp 1f
+1:
+    vpmovmskb ecx, xmm13
+    mov ecx, 252
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r11
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    add rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r11
+    mov ebp, r8d
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 320], bpl
+    mov ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 640], ebp
+    mov rbp, r8
+    mov dword ptr [r15 + 64], 105
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j227:
+    jz .Lc1_b1_done
+.Lc1_b1_c227:
+    lea rcx, [rip + .Lc1_d12427_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12427_s_t
+.Lc1_d12427_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12427_s:
     ret
     .popsection
-    add rdx, qword ptr [r15 + 384]
-    mov eax, 88
+    mov qword ptr [r15 + 0], rbp
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 320]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    and esi, dword ptr [r15 + 256]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    movsxd rax, dword ptr [r15 + r9 + 7552]
+    mov r9d, eax
+    mov qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    mov rax, r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 128], r9b
+    movzx edx, dl
+    vmovdqu ymmword ptr [r15 + 768], ymm13
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    and edx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 384], r8
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j228:
+    jz .Lc1_b1_done
+.Lc1_b1_c228:
+    lea rcx, [rip + .Lc1_d12478_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12478_s_t
+.Lc1_d12478_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12478_s:
+    ret
+    .popsection
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 512]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, 83
+    mov dword ptr [r15 + 448], r8d
+    mov qword ptr [r15 + 320], rdx
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 192], r8d
+    mov byte ptr [r15 + 384], cl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    movzx edx, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 640]
     mov rbp, r11
-    mov dword ptr [r15 + 768], ebp
-    mov eax, 14
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], ecx
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 128]
+    mov rdi, rdx
     and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rbp
-    mov r8, rax
-    mov dword ptr [r15 + 128], r8d
-    mov r8, qword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], edi
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov byte ptr [r15 + r8 + 3456], cl
+    movsxd r8, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
+    mov ecx, 131
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rdx
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j229:
     jz .Lc1_b1_done
 .Lc1_b1_c229:
-    lea rcx, [rip + .Lc1_d12430_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12430_s_t
-.Lc1_d12430_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12430_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, rax
-    and eax, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov rbp, r11
-    mov ecx, 131
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 219
-    add rbp, qword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, al
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9d, 123
-    mov r9, r11
-    jmp 1f
-1:
+    mov byte ptr [r15 + 512], r8b
     mov r8, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    vmovq xmm3, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, al
-    mov eax, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 384], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 154
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, dl
+    mov dword ptr [r15 + 0], 44
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 248
+    mov qword ptr [r15 + 448], rdx
+    movzx edx, r8b
+    add rdx, qword ptr [r15 + 768]
+    movzx r8d, dl
+    mov r8, r11
+    and edx, dword ptr [r15 + 64]
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    movzx r8d, byte ptr [r15 + 192]
+    mov edx, 253
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j230:
     jz .Lc1_b1_done
 .Lc1_b1_c230:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d12585_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12585_s_t
+.Lc1_d12585_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12585_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 196
+    mov rbp, rax
     jmp 1f
 1:
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movsxd rax, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm3
+    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 171
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov rax, rcx
     mov rax, rax
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 4
+    mov ecx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], 245
+    movzx edi, al
+    jmp 1f
+1:
+    mov eax, esi
     mov r9, r11
-    movzx eax, r9b
-    mov dword ptr [r15 + 384], eax
-    and r9, 16320
-    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm10
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 31
-    mov eax, 219
-    mov rax, rax
-    mov rax, rax
-    mov dword ptr [r15 + 448], 3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 187
-    movzx r9d, r9b
-    mov dword ptr [r15 + 768], r9d
-    mov r9d, eax
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 107
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 448], r9
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov r9, rsi
     mov esi, 62
-    mov esi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j231:
     jz .Lc1_b1_done
 .Lc1_b1_c231:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d12545_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12545_s_t
-.Lc1_d12545_j:
+    lea rcx, [rip + .Lc1_d12638_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12638_s_t
+.Lc1_d12638_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12545_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12638_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm10, xmm10, xmm15
-    mov rcx, rcx
+    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 94
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
     jmp 1f
 1:
-    movzx r9d, al
-    mov dword ptr [r15 + 0], 217
+    mov dword ptr [r15 + 0], r9d
+    add qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], r9d
-    lea r9, [r11 + r11*1]
-    mov r8, qword ptr [r15 + 448]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, 170
+    mov byte ptr [r15 + 0], r9b
+    movsxd rsi, dword ptr [r15 + 448]
+    vmovq qword ptr [r15 + 512], xmm3
+    jmp 1f
+1:
+    movzx r9d, r9b
+    add r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 225
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 320]
+    mov rdx, rcx
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 89
+    mov eax, 120
+    mov eax, 36
     and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    add rsi, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r9
-    mov dword ptr [r15 + r9 + 7552], ebp
-    mov r9, qword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 112
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 93
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j232:
     jz .Lc1_b1_done
 .Lc1_b1_c232:
-    lea rcx, [rip + .Lc1_d12599_s]
+    lea rcx, [rip + .Lc1_d12694_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12599_s_t
-.Lc1_d12599_j:
+    call .Lc1_d12694_s_t
+.Lc1_d12694_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12599_s:
+.Lc1_d12694_s:
     ret
     .popsection
-    mov rbp, r11
+    mov rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 175
+    mov ecx, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
+    mov rdx, rdi
+    and edx, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 256]
+    movzx eax, dil
     mov r9, r11
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov dword ptr [r15 + 576], r9d
+    mov dword ptr [r15 + r8 + 7552], edx
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    add rbp, qword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 320], r8b
     jmp 1f
 1:
-    mov ecx, 155
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1408]
+    mov edx, 201
+    mov byte ptr [r15 + 448], dl
+    mov byte ptr [r15 + 768], bpl
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov dword ptr [r15 + 0], 16
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 512]
-    mov esi, 218
-    jmp 1f
-1:
-    or qword ptr [r15 + 448], 2
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    mov dword ptr [r15 + 256], esi
-    mov dword ptr [r15 + 448], ecx
-    movzx ecx, byte ptr [r15 + 704]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 128], 38
-    mov byte ptr [r15 + 320], sil
-    mov esi, 75
-    and r9, 1984
-    add rcx, qword ptr [r15 + r9 + 1408]
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 512], 74
+    mov ebp, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j233:
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    lea rcx, [rip + .Lc1_d12650_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12650_s_t
-.Lc1_d12650_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d12747_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12747_s_t
+.Lc1_d12747_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12650_s:
+.Lc1_d12747_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    mov esi, 129
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9d, 114
+    mov r8, r11
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 128]
-    mov r9d, 84
+    movzx ecx, cl
+    mov ecx, 114
+    mov ecx, 49
     jmp 1f
 1:
-    mov r9d, 56
-    mov r9d, r9d
-    mov dword ptr [r15 + 448], 242
-    mov r9, r11
+    mov r8d, 247
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    mov ecx, 253
+    mov rcx, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 64]
-    movzx edi, r9b
+    mov r8d, 21
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 112
+    mov r8d, 99
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 7
+    movsxd r8, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 192]
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 768], r8d
-    mov r8d, 228
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 256], r8d
+    mov ebp, 95
+    add rbp, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8d, 240
-    mov r8d, dword ptr [r15 + 64]
-    mov eax, 166
-    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ebp, dil
+    mov r8, r11
     jmp 1f
 1:
-    mov edi, 165
+    mov byte ptr [r15 + 64], sil
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r8d, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j234:
     jz .Lc1_b1_done
 .Lc1_b1_c234:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d12709_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12709_s_t
-.Lc1_d12709_j:
+    lea rcx, [rip + .Lc1_d12815_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12815_s_t
+.Lc1_d12815_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12709_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12815_s:
     ret
     .popsection
+    mov rbp, r11
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    mov esi, 183
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 256]
+    vpshufd xmm14, xmm13, 57
+    mov r8, rbp
+    and r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 138
+    jmp 1f
+1:
+    mov rbp, rbp
+    movzx ebp, bpl
+    mov ebp, 2
+    movzx ebp, bpl
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 384]
+    movzx eax, bpl
+    mov byte ptr [r15 + 704], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 83
+    jmp 1f
+1:
+    mov r8, r11
+    mov rbp, r8
+    mov ebp, 84
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
     mov byte ptr [r15 + 64], al
     jmp 1f
 1:
-    mov rcx, rax
-    mov ecx, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 206
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], al
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], al
-    and rbp, 1984
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov rax, rcx
-    mov dword ptr [r15 + 448], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, rbp
-    mov byte ptr [r15 + 320], cl
-    mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 93
-    jmp 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov r8d, 209
-    mov ecx, dword ptr [r15 + 640]
-    movzx r8d, cl
-    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j235:
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov ecx, 209
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 233
-    mov dword ptr [r15 + 448], ecx
-    and ebp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d12879_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12879_s_t
+.Lc1_d12879_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12879_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 128]
+    mov eax, r8d
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 251
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8d, 72
+    mov r8, r11
+    and ebp, dword ptr [r15 + 576]
+    mov edi, ebp
+    mov ebp, dword ptr [r15 + 512]
     and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], esi
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov esi, ecx
-    movzx esi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    mov dword ptr [r15 + 512], ecx
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 128]
-    and ebp, dword ptr [r15 + 768]
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], 127
     mov r8, r11
-    mov r9, r11
-    mov byte ptr [r15 + 704], r9b
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8d, r9d
+    jmp 1f
+1:
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    add rdx, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    movsxd r9, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j236:
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    lea rcx, [rip + .Lc1_d12816_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12816_s_t
-.Lc1_d12816_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12816_s:
-    ret
-    .popsection
+    mov r8d, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 230
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 109
-    mov ecx, ecx
-    movzx ecx, cl
-    mov ecx, ecx
+    mov dword ptr [r15 + 0], 109
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 254
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov dword ptr [r15 + 128], 4
     mov r9, r11
-    and r8d, dword ptr [r15 + 320]
+    mov edx, r9d
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 114
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r8
-    movzx r9d, byte ptr [r15 + 64]
-    add r9, qword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, r8d
-    movzx r8d, byte ptr [r15 + 128]
-    mov rax, r8
-    mov r8, r11
-    mov dword ptr [r15 + 384], 124
-    mov rdx, rcx
-    mov dword ptr [r15 + 512], edx
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, r8d
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 66
+    mov qword ptr [r15 + 256], r9
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 448]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 81
+    jmp 1f
+1:
+    mov r9, rdx
+    mov edx, r9d
+    add rdx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 64]
+    mov rbp, rdi
+    mov rbp, r11
+    and esi, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 238
+    mov rsi, rsi
+    mov esi, esi
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j237:
     jz .Lc1_b1_done
 .Lc1_b1_c237:
-    lea rcx, [rip + .Lc1_d12876_s]
+    lea rcx, [rip + .Lc1_d12992_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12876_s_t
-.Lc1_d12876_j:
+    call .Lc1_d12992_s_t
+.Lc1_d12992_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12876_s:
+.Lc1_d12992_s:
     ret
     .popsection
-    movzx r8d, dl
-    movzx edx, byte ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 192]
+    movzx esi, bpl
+    movsxd rsi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], esi
+    mov esi, 130
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8, r11
+    jmp 1f
+1:
+    mov esi, ebp
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, 130
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, edx
-    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm10, xmm10, xmm10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 86
-    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov esi, 145
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], cl
-    add r8, qword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov ecx, 20
-    mov rcx, qword ptr [r15 + 320]
-    mov rbp, rcx
-    jmp 1f
-1:
+    add rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, eax
     mov rbp, r11
-    mov esi, 15
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 704]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 192]
-    mov r8, r11
-    mov qword ptr [r15 + 448], r8
-    and r8, 1984
-    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm10
-    mov r8, r11
-    mov eax, dword ptr [r15 + 640]
+    mov esi, 20
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 512], ymm3
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    mov ebp, 164
+    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 768], rbp
+    mov dword ptr [r15 + 704], esi
+    vpaddd xmm3, xmm3, xmm3
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j238:
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d12932_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12932_s_t
-.Lc1_d12932_j:
+    lea rcx, [rip + .Lc1_d13043_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13043_s_t
+.Lc1_d13043_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12932_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d13043_s:
     ret
     .popsection
-    mov r8, r11
-    and r8, 8128
-    xchg qword ptr [r15 + r8 + 7488], r8
+    mov rbp, r11
+    and rbp, 8128
+    xchg qword ptr [r15 + rbp + 7488], rbp
+    add rbp, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    mov r8, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, sil
-    movsxd rsi, dword ptr [r15 + 256]
-    mov edi, 134
-    mov edi, dword ptr [r15 + 64]
-    vpaddd xmm15, xmm15, xmm10
+    mov esi, 144
+    mov esi, 200
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 234
-    add rax, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 768]
-    lock or dword ptr [r15 + 320], 80
-    mov edx, edi
-    mov qword ptr [r15 + 448], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    lock or dword ptr [r15 + 64], 30
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 27
+    vpaddd xmm3, xmm3, xmm3
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 512]
+    vpxor xmm3, xmm3, xmm14
     mov rdx, qword ptr [r15 + 128]
-    vmovdqu xmm15, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + rbp + 832], eax
-    mov qword ptr [r15 + 512], r9
-    mov edi, dword ptr [r15 + 192]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 640]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 576]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -17268,57 +17458,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d12995_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13094_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d12995_s_t
-.Lc1_d12995_j:
+    call .Lc1_d13094_s_t
+.Lc1_d13094_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12995_s:
+.Lc1_d13094_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     mov r9, r11
-    mov dword ptr [r15 + 384], 182
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    mov dword ptr [r15 + 64], eax
-    mov rax, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ecx
+    lea r8, [r11 + r11*1]
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], 205
-    movzx ecx, al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rax
-    mov qword ptr [r15 + 192], r9
-    mov dword ptr [r15 + 448], 7
-    mov rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 3392], r9b
+    mov dword ptr [r15 + r9 + 3392], 182
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 704], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 128], r9
     mov r9, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8d, ecx
+    movzx eax, r9b
     jmp 1f
 1:
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 197
-    mov r9, rcx
-    mov ecx, 11
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + 64], 25
+    mov byte ptr [r15 + 512], al
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], r9b
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, dword ptr [r15 + 448]
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 180
+    mov r9, rax
+    mov r9d, 253
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
     jmp 1f
 1:
     add r11, 64
@@ -17327,550 +17528,542 @@ ditto_body_c1:
 .Lc1_j240:
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    movzx ebp, byte ptr [r15 + 128]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rsi, rbp
-    and r9, 1984
-    add rax, qword ptr [r15 + r9 + 1408]
-    mov qword ptr [r15 + 256], rax
-    movzx eax, byte ptr [r15 + 448]
-    mov ebp, eax
-    mov dword ptr [r15 + r9 + 1344], ebp
-    mov rbp, r11
-    movzx eax, bpl
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx eax, sil
-    add rax, qword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 768], sil
-    and ecx, dword ptr [r15 + 64]
-    .byte 0x66, 0x90
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j241:
-    jz .Lc1_b1_done
-.Lc1_b1_c241:
-    lea rcx, [rip + .Lc1_d13094_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13094_s_t
-.Lc1_d13094_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13094_s:
-    ret
-    .popsection
-    mov rbp, r11
-    mov esi, ebp
-    jmp 1f
-1:
-    mov rsi, rcx
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, esi
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 230
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov r8, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    and r8, 8128
-    add rcx, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 384]
-    .byte 0x66, 0x90
-    movzx edx, bpl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rsi
-    mov dword ptr [r15 + 64], 10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, byte ptr [r15 + rbp + 3456]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j242:
-    jz .Lc1_b1_done
-.Lc1_b1_c242:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
     lea rcx, [rip + .Lc1_d13149_s]
-    add rcx, qword ptr [r15 + 67117728]
+    lea rcx, [rcx + rax*8]
     call .Lc1_d13149_s_t
 .Lc1_d13149_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
 .Lc1_d13149_s:
     ret
+    .p2align 3, 0xcc
+    ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 704]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], eax
+    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov rcx, rax
+    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r9, r11
-    movsxd rdi, dword ptr [r15 + 448]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, qword ptr [r15 + 640]
+    add rcx, qword ptr [r15 + 256]
+    movzx edx, cl
+    movzx ecx, byte ptr [r15 + 384]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    vmovdqu xmmword ptr [r15 + 320], xmm3
+    movsxd r9, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 576], 242
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    vmovq qword ptr [r15 + 128], xmm3
+    and rbp, 448
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 896], r8
+    and r8, 8128
+    and esi, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j241:
+    jz .Lc1_b1_done
+.Lc1_b1_c241:
+    lea rcx, [rip + .Lc1_d13196_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13196_s_t
+.Lc1_d13196_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13196_s:
+    ret
+    .popsection
+    mov r9d, esi
+    mov byte ptr [r15 + 512], r9b
+    mov r9d, r8d
+    mov r8d, r9d
+    movsxd rsi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rsi
     jmp 1f
 1:
     movzx r8d, cl
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 134
+    mov rcx, r9
     jmp 1f
 1:
+    mov rsi, r8
+    mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
-    movzx eax, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    and r8, 16320
+    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm3
+    movzx r8d, byte ptr [r15 + 128]
     mov r9, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 248
+    movsxd r9, dword ptr [r15 + 704]
+    mov edx, r9d
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
     and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + r9 + 7488], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    movsxd rdx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], edx
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j242:
+    jz .Lc1_b1_done
+.Lc1_b1_c242:
+    lea rcx, [rip + .Lc1_d13252_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13252_s_t
+.Lc1_d13252_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13252_s:
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3456]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 154
+    movzx edx, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edx
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 192], r9b
+    mov r9d, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8, r11
+    vmovdqu xmmword ptr [r15 + 320], xmm3
+    movzx edi, sil
+    movzx esi, byte ptr [r15 + 64]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j243:
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    lea rcx, [rip + .Lc1_d13200_s]
+    lea rcx, [rip + .Lc1_d13302_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13200_s_t
-.Lc1_d13200_j:
+    call .Lc1_d13302_s_t
+.Lc1_d13302_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13200_s:
+.Lc1_d13302_s:
     ret
     .popsection
-    movzx r9d, al
-    mov r9, r9
-    mov r9d, 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov rax, rcx
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], edx
+    vpaddd xmm3, xmm3, xmm3
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
+1:
+    movzx edx, r8b
+    mov edx, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
     mov r9, r11
-    add rcx, qword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], ebp
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, rcx
+    mov dword ptr [r15 + 640], ebp
+    mov rbp, r9
+    movzx ecx, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], edi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 155
     mov eax, r9d
-    mov byte ptr [r15 + 384], al
-    mov r9, r11
-    mov eax, r9d
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
+    add rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     movzx r9d, byte ptr [r15 + 512]
     jmp 1f
 1:
+    vpor xmm14, xmm14, xmm2
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov r8d, r9d
-    mov r9, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov r9, r11
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 11
-    mov dword ptr [r15 + 576], edi
-    vpor xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    mov ebp, 81
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j244:
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d13258_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13258_s_t
-.Lc1_d13258_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13258_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], ebp
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    add rax, qword ptr [r15 + 0]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx eax, byte ptr [r15 + 768]
+    mov edi, 135
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    add rdi, qword ptr [r15 + 320]
-    and edi, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    movsxd rdx, dword ptr [r15 + 192]
+    add rdi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rdi
+    mov byte ptr [r15 + 384], al
+    mov r8, r11
+    movzx edi, byte ptr [r15 + r9 + 3456]
+    mov r9d, dword ptr [r15 + 320]
+    and r8, 448
+    vmovdqu xmm13, xmmword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r8, r11
-    movzx esi, r8b
-    add rsi, qword ptr [r15 + 384]
-    mov r9, r11
-    mov rdi, r9
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    and r9, 448
-    vmovdqu xmmword ptr [r15 + r9 + 832], xmm3
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    mov edi, 247
-    and r9, 1984
-    and eax, dword ptr [r15 + r9 + 1344]
+    movzx r8d, al
+    mov r8, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    add rdi, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j245:
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d13306_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13306_s_t
-.Lc1_d13306_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d13408_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13408_s_t
+.Lc1_d13408_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13306_s:
+.Lc1_d13408_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    add r9, qword ptr [r15 + 128]
+    mov r8, r11
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 384]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    vpshufd xmm10, xmm3, 199
     jmp 1f
 1:
-    mov ecx, r9d
-    vpshufd xmm15, xmm15, 190
-    movzx ecx, r9b
-    movzx r9d, byte ptr [r15 + 320]
-    add r9, qword ptr [r15 + 64]
-    movzx eax, r9b
-    movzx eax, byte ptr [r15 + 768]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    add rdi, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], 149
+    mov r8d, 196
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r8d, 184
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, 36
-    mov rax, rax
-    mov r8, r11
-    mov eax, 46
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    add rbp, qword ptr [r15 + 448]
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 209
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    add qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 64]
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], esi
+    mov rsi, rdi
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    movzx esi, byte ptr [r15 + 128]
+    mov r9d, 108
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j246:
     jz .Lc1_b1_done
 .Lc1_b1_c246:
-    mov rbp, r11
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov esi, 188
+    lea rcx, [rip + .Lc1_d13458_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13458_s_t
+.Lc1_d13458_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13458_s:
+    ret
+    .popsection
+    mov rdi, rdx
+    mov edx, 50
+    mov edx, 47
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 37
+    mov ecx, edx
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx esi, dl
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    mov r9, r11
+    mov dword ptr [r15 + 128], 188
+    movzx esi, dil
+    mov rbp, r11
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
     and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r8, rbp
-    mov dword ptr [r15 + 576], 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 211
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov edx, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov esi, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 21
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edx
-    movzx r8d, bpl
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 448]
-    mov ebp, 161
-    mov qword ptr [r15 + 128], rbp
+    mov r9, qword ptr [r15 + rbp + 1344]
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    movzx eax, byte ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov edi, 136
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
+    mov r8d, 39
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov r8d, 198
+    jmp 1f
+1:
+    mov r8d, 191
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j247:
     jz .Lc1_b1_done
 .Lc1_b1_c247:
-    lea rcx, [rip + .Lc1_d13415_s]
+    lea rcx, [rip + .Lc1_d13514_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13415_s_t
-.Lc1_d13415_j:
+    call .Lc1_d13514_s_t
+.Lc1_d13514_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13415_s:
+.Lc1_d13514_s:
     ret
     .popsection
-    mov dword ptr [r15 + 704], edi
-    mov edi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov ecx, ebp
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ebp, r8b
+    mov r8d, ebp
+    vpor xmm3, xmm3, xmm10
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rdi
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 320]
-    mov ecx, ebp
+    mov ecx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 512]
+    mov edi, esi
     jmp 1f
 1:
-    mov ecx, 135
+    mov esi, 123
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rcx
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + r9 + 832], rsi
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
+    mov qword ptr [r15 + 448], rax
     nop
-    mov rcx, rcx
-    vpxor xmm2, xmm2, xmm15
-    mov dword ptr [r15 + 256], 115
-    movsxd rbp, dword ptr [r15 + 448]
+    mov rax, rsi
+    vpxor xmm3, xmm3, xmm10
+    mov dword ptr [r15 + 320], 92
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rcx
-    mov rcx, rcx
+    movzx esi, byte ptr [r15 + 768]
+    mov rax, rsi
     mov r9, r11
     jmp 1f
 1:
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9d, 45
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9d, 197
     jmp 1f
 1:
-    mov r9d, 155
-    mov r9, qword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 128]
-    mov r8, r11
+    mov esi, 127
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
+    mov dword ptr [r15 + 512], eax
     add r11, 64
     inc rbx
     dec r13
@@ -17883,78 +18076,76 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d13476_s]
+    lea rcx, [rip + .Lc1_d13575_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13476_s_t
-.Lc1_d13476_j:
+    call .Lc1_d13575_s_t
+.Lc1_d13575_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13476_s:
+.Lc1_d13575_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 165
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, cl
+    mov eax, eax
     jmp 1f
 1:
     jmp 1f
 1:
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 76
+    inc dword ptr [r15 + 0]
     mov r9, r11
+    mov r8, r11
     jmp 1f
 1:
-    mov eax, 76
-    jmp 1f
-1:
+    mov ecx, 51
     and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm15
+    mov dword ptr [r15 + r9 + 3392], 162
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    vpor xmm15, xmm15, xmm15
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 256]
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], r9
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 56
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 85
-    mov qword ptr [r15 + 768], rcx
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov eax, r9d
-    mov ecx, 53
-    vpshufd xmm15, xmm15, 224
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    vpor xmm13, xmm13, xmm13
+    vmovdqu ymmword ptr [r15 + 448], ymm13
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], r9d
+    vmovdqu ymmword ptr [r15 + 576], ymm13
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 128]
+    mov r8d, 227
+    add r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -17963,74 +18154,73 @@ ditto_body_c1:
 .Lc1_j249:
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    lea rcx, [rip + .Lc1_d13534_s]
+    lea rcx, [rip + .Lc1_d13632_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13534_s_t
-.Lc1_d13534_j:
+    call .Lc1_d13632_s_t
+.Lc1_d13632_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13534_s:
+.Lc1_d13632_s:
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    and r9, 448
-    and eax, dword ptr [r15 + r9 + 896]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, r9d
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
     mov r8, r11
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 832]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 199
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8d, eax
+    mov eax, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     .byte 0x0f, 0x1f, 0x00
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], 117
-    movzx r9d, sil
-    movsxd r9, dword ptr [r15 + 192]
-    mov r9d, 206
-    movsxd r9, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 384]
+    movzx ecx, al
+    mov rbp, r11
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 16320
+    mov edi, dword ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    and edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 148
+    mov rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 189
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], 170
     add r11, 64
     inc rbx
     dec r13
@@ -18041,14 +18231,30 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13592_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13689_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13592_s_t
-.Lc1_d13592_j:
+    call .Lc1_d13689_s_t
+.Lc1_d13689_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13592_s:
+.Lc1_d13689_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -18065,10 +18271,10 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
@@ -18076,247 +18282,251 @@ ditto_body_c1:
     jmp 1f
 1:
     movzx eax, al
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 192]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, qword ptr [r15 + 128]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, cl
-    mov ecx, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 128], ebp
-    mov rbp, r11
+    vpmovmskb eax, xmm13
     movsxd rax, dword ptr [r15 + 448]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 320], rcx
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, rax
+    movzx eax, cl
+    mov ecx, 145
+    mov byte ptr [r15 + 256], cl
+    mov ecx, 62
+    xor dword ptr [r15 + 768], ecx
+    movzx ecx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 576]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 64], rdi
+    mov rdi, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j251:
     jz .Lc1_b1_done
 .Lc1_b1_c251:
-    mov rcx, qword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm1, xmm1, xmm15
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov eax, ebp
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 62
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], r8d
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 8128
+    and edi, dword ptr [r15 + r8 + 7488]
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, dil
+    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
     and r8, 448
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 896], r9d
+    mov dword ptr [r15 + r8 + 832], 132
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    movzx r9d, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + r8 + 832], 206
-    movsxd r8, dword ptr [r15 + 448]
-    mov r8, r11
+    mov qword ptr [r15 + 640], rsi
+    xor dword ptr [r15 + 128], ebp
+    movzx ebp, byte ptr [r15 + r8 + 896]
+    mov rsi, qword ptr [r15 + 384]
+    mov r8d, 160
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r9
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 512], r9d
+    movsxd rax, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j252:
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d13703_s]
+    lea rcx, [rip + .Lc1_d13809_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13703_s_t
-.Lc1_d13703_j:
+    call .Lc1_d13809_s_t
+.Lc1_d13809_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13703_s:
+.Lc1_d13809_s:
     ret
     .popsection
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 46
+    vpxor xmm3, xmm3, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], ecx
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], al
+    mov rax, rcx
+    and r8, 8128
+    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm3
+    mov r8, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 448]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 196
+    mov r9d, 16
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, ecx
+    movzx r9d, r9b
     mov r9, r11
-    mov ecx, r9d
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 8128
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r9, r9
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 192], 233
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
+    mov rdi, r9
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 3456], 169
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov eax, 35
-    mov byte ptr [r15 + 512], al
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 105
-    add rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 448], 67
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 640], xmm10
+    mov dword ptr [r15 + 192], edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j253:
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d13752_s]
+    lea rcx, [rip + .Lc1_d13860_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13752_s_t
-.Lc1_d13752_j:
+    call .Lc1_d13860_s_t
+.Lc1_d13860_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13752_s:
+.Lc1_d13860_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], bpl
+    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    jmp 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    vpor xmm13, xmm13, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 213
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov rcx, rdi
+    mov qword ptr [r15 + 576], rcx
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 134
+    mov edi, 197
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx esi, dil
+    mov byte ptr [r15 + 64], sil
     mov rbp, r11
+    movzx edi, byte ptr [r15 + 256]
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    add rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 151
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 213
-    mov qword ptr [r15 + 768], rax
-    mov rax, qword ptr [r15 + 256]
-    xor dword ptr [r15 + 512], eax
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, rcx
-    movsxd rbp, dword ptr [r15 + 576]
     mov r8, r11
-    movzx eax, byte ptr [r15 + 448]
-    movzx edx, al
-    jmp 1f
-1:
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    movsxd r9, dword ptr [r15 + rbp + 896]
     and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 7488], 224
     jmp 1f
 1:
-    movzx edi, dl
-    mov edx, 215
-    mov dword ptr [r15 + 128], 166
-    mov rdx, qword ptr [r15 + 320]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, rsi
     add r11, 64
     inc rbx
     dec r13
@@ -18329,122 +18539,120 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d13810_s]
+    lea rcx, [rip + .Lc1_d13917_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13810_s_t
-.Lc1_d13810_j:
+    call .Lc1_d13917_s_t
+.Lc1_d13917_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13810_s:
+.Lc1_d13917_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 512]
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], 220
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 640]
-    mov edi, r9d
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov edx, esi
-    mov dword ptr [r15 + 0], edx
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rdx
+    mov rcx, qword ptr [r15 + 448]
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov dword ptr [r15 + 384], edi
-    mov edi, dword ptr [r15 + 448]
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 320]
-    mov edx, ecx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9d, dword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov byte ptr [r15 + rbp + 3392], bpl
+    jmp 1f
+1:
+    mov ebp, edx
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 242
+    mov edx, dword ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 192]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, dl
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j255:
     jz .Lc1_b1_done
 .Lc1_b1_c255:
-    lea rcx, [rip + .Lc1_d13861_s]
+    lea rcx, [rip + .Lc1_d13966_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13861_s_t
-.Lc1_d13861_j:
+    call .Lc1_d13966_s_t
+.Lc1_d13966_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13861_s:
+.Lc1_d13966_s:
     ret
     .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 18
+    jmp 1f
+1:
+    mov edx, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], cl
+    movzx ecx, byte ptr [r15 + 192]
+    mov rdx, rcx
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 78
+    mov dword ptr [r15 + 384], 60
+    mov dword ptr [r15 + 512], ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 131
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
     mov r9, r11
-    mov rcx, qword ptr [r15 + 256]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 16
-    mov r9d, 134
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 320], esi
     jmp 1f
 1:
-    mov r9d, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
+    jmp 1f
+1:
     mov r9, r11
+    movzx esi, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
     and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 512], 78
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 768]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + 256], 215
-    mov r8d, dword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    mov dword ptr [r15 + 448], 211
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + r9 + 1344], 155
     add r11, 64
     inc rbx
     dec r13
@@ -18459,52 +18667,59 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b10_c0
     .p2align 12
 .Lc1_b10_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 192], rcx
-    mov r9d, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 512]
-    mov rax, rax
-    mov byte ptr [r15 + 320], r9b
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm13
-    movzx r9d, byte ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 256]
-    movzx edi, dl
-    movzx edi, dl
-    mov ebp, dword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d15846_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15846_s_t
+.Lc1_d15846_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15846_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 768], ecx
+    mov qword ptr [r15 + 320], rcx
+    mov ebp, dword ptr [r15 + 384]
+    mov rax, rcx
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 448]
     mov dword ptr [r15 + 128], ecx
-    movzx edx, byte ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    movzx edi, cl
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 896]
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 512], ebp
+    movzx eax, byte ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 448]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], 35
+    and rbp, 8128
+    vmovq qword ptr [r15 + rbp + 7488], xmm13
+    movzx edi, byte ptr [r15 + 384]
+    test ebx, 79872
+    jz 1f
 1:
-.Lc1_j417:
-    mov dword ptr [r15 + 384], r9d
-    mov rcx, rcx
-    lea rbp, [r10 + r10*2]
-    mov eax, r9d
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + rbp + 1472], r9
-    movzx edx, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r9, r10
-    mov dword ptr [r15 + 640], edi
-    mov esi, 209
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 248
-    mov edi, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 320]
-    movzx esi, bpl
-    mov dword ptr [r15 + rbp + 1408], edx
+.Lc1_j415:
+    mov rdx, qword ptr [r15 + 384]
+    mov rbp, rcx
+    mov ebp, r9d
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r9d, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    mov edi, 248
+    mov dword ptr [r15 + 320], 205
+    movzx r8d, dl
+    mov qword ptr [r15 + 192], rdx
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j418:
+.Lc1_j416:
     jz .Lc1_b10_done
 .Lc1_b10_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -18513,325 +18728,326 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d15791_s]
+    lea rcx, [rip + .Lc1_d15896_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15791_s_t
-.Lc1_d15791_j:
+    call .Lc1_d15896_s_t
+.Lc1_d15896_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15791_s:
+.Lc1_d15896_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx esi, al
-    mov dword ptr [r15 + 128], 237
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    mov eax, eax
-    movsxd rcx, dword ptr [r15 + 768]
-    movzx r9d, sil
-    mov r9, r10
+    mov byte ptr [r15 + 384], cl
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 512]
+    vpmovmskb esi, xmm13
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov r8d, dword ptr [r15 + 320]
+    inc dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 210
+    mov ebp, esi
     vpcmpeqb xmm13, xmm13, xmm15
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 165
-    mov r8, r10
-    mov esi, esi
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    movzx esi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 239
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j419:
-    mov r8, qword ptr [r15 + 192]
-    mov ecx, 205
-    mov byte ptr [r15 + 320], al
-    movzx esi, byte ptr [r15 + 384]
-    mov r9d, 51
-    mov r9d, eax
-    vpmovmskb r9d, xmm2
-    mov r9, r10
+.Lc1_j417:
+    movzx ecx, al
+    mov esi, 100
+    mov dword ptr [r15 + 576], 239
+    mov r8, r10
+    mov rbp, r10
     mov eax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], r8b
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
-    mov qword ptr [r15 + 704], r8
-    vpcmpeqb xmm1, xmm1, xmm10
+    mov edi, 205
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 320], eax
+    mov ebp, edi
+    mov dword ptr [r15 + 64], 140
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j418:
+    jz .Lc1_b10_done
+.Lc1_b10_c2:
+    mov r8, r10
+    mov rdi, rax
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 0], esi
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 247
+    movzx esi, dil
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov edi, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock xadd qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j419:
+    movzx r8d, byte ptr [r15 + 384]
+    mov ecx, 48
+    movzx ecx, dil
+    lock add qword ptr [r15 + 64], rsi
+    mov rbp, r10
+    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + 704], edi
+    movzx ecx, byte ptr [r15 + 640]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 448], r8
+    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], r8d
+    mov ebp, r8d
+    mov rbp, r10
+    mov r9, qword ptr [r15 + 320]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], 201
+    movzx edx, byte ptr [r15 + 64]
+    mov ebp, 50
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j420:
     jz .Lc1_b10_done
-.Lc1_b10_c2:
+.Lc1_b10_c3:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15841_s]
+    lea rcx, [rip + .Lc1_d15991_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15841_s_t
-.Lc1_d15841_j:
+    call .Lc1_d15991_s_t
+.Lc1_d15991_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15841_s:
+.Lc1_d15991_s:
     ret
     .popsection
-    lock xadd qword ptr [r15 + 384], rax
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], ecx
-    movzx esi, byte ptr [r15 + 64]
-    mov r9d, ecx
-    mov r9d, dword ptr [r15 + 256]
-    mov edx, 243
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 512], r8
-    mov qword ptr [r15 + 576], rax
-    movzx eax, r8b
-    mov r8, r10
-    mov rbp, rsi
+    mov eax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    mov rdx, rax
+    movzx edx, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 256]
+    movzx r8d, al
+    movzx r8d, al
+    mov qword ptr [r15 + 384], rdx
+    add rax, qword ptr [r15 + 320]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
 .Lc1_j421:
-    movzx esi, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    movzx r8d, byte ptr [r15 + 320]
-    mov edx, 35
-    movzx edx, byte ptr [r15 + 128]
-    movzx eax, al
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9, rsi
-    mov r9d, 141
-    mov r9, r10
-    mov dword ptr [r15 + 128], 177
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov rdi, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 512]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov rbp, rcx
+    mov ebp, 231
+    movzx ebp, byte ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 768]
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 576]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 896]
+    mov rax, r8
+    mov rax, rbp
+    mov rax, r8
+    movsxd rax, dword ptr [r15 + r9 + 832]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j422:
     jz .Lc1_b10_done
-.Lc1_b10_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15887_s]
+.Lc1_b10_c4:
+    lea rcx, [rip + .Lc1_d16037_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15887_s_t
-.Lc1_d15887_j:
+    call .Lc1_d16037_s_t
+.Lc1_d16037_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15887_s:
+.Lc1_d16037_s:
     ret
     .popsection
-    mov qword ptr [r15 + 512], rdi
-    movzx eax, dil
-    mov qword ptr [r15 + 0], rdi
+    mov r9d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r8, r10
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rax
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], eax
-    mov ecx, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 128]
-    mov rax, rax
-    mov r8, r10
-    movzx ebp, byte ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 168
+    mov dword ptr [r15 + 0], r9d
+    mov eax, 139
+    mov byte ptr [r15 + 256], r9b
+    mov r8, r9
+    mov eax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 164
+    mov r9d, r9d
+    test ebx, 1152
+    jnz 1f
 1:
 .Lc1_j423:
-    movsxd rdi, dword ptr [r15 + 704]
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 320]
+    and r9, 8128
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 192], eax
     and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov eax, 224
+    mov dword ptr [r15 + r8 + 3392], r9d
+    movzx eax, r9b
     movsxd rax, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 512]
-    mov rbp, r10
-    movzx r8d, cl
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    movzx esi, dil
-    movzx esi, byte ptr [r15 + 64]
-    mov rbp, rdi
-    mov ebp, dword ptr [r15 + 256]
-    mov rdx, r9
-    movsxd rdx, dword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + r9 + 7552]
+    mov qword ptr [r15 + 64], r9
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    mov r9, r10
+    mov dword ptr [r15 + 512], 45
+    mov byte ptr [r15 + 448], cl
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movzx ebp, al
+    mov qword ptr [r15 + 640], rax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j424:
     jz .Lc1_b10_done
-.Lc1_b10_c4:
-    lea rcx, [rip + .Lc1_d15931_s]
+.Lc1_b10_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16087_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15931_s_t
-.Lc1_d15931_j:
+    call .Lc1_d16087_s_t
+.Lc1_d16087_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15931_s:
+.Lc1_d16087_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], bpl
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 168
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 245
-    mov ecx, 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 384]
-    mov edx, 54
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 192]
-    mov rbp, r10
+    mov r9, r11
+    mov dword ptr [r15 + 512], ecx
     and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 576], rsi
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    mov r9, qword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    test ebx, 2688
-    jz 1f
+    mov dword ptr [r15 + r9 + 3392], ecx
+    mov dword ptr [r15 + 64], ecx
+    mov r8, r10
+    mov byte ptr [r15 + 320], cl
+    mov eax, dword ptr [r15 + 768]
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov dword ptr [r15 + 128], 241
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
 .Lc1_j425:
-    mov esi, ecx
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 768], ecx
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    movzx r9d, byte ptr [r15 + 64]
-    movzx ecx, dl
-    .byte 0x66, 0x90
-    movzx esi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 45
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 256], r8
-    mov rcx, qword ptr [r15 + 384]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 320], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 448], r8
+    mov r9d, 18
+    mov qword ptr [r15 + 64], r8
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx eax, al
+    mov r8, r9
+    mov r8, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 704]
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 192]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov rdx, r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j426:
     jz .Lc1_b10_done
-.Lc1_b10_c5:
+.Lc1_b10_c6:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    inc dword ptr [r15 + 448]
-    mov qword ptr [r15 + 640], rdx
+    lea rcx, [rip + .Lc1_d16134_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16134_s_t
+.Lc1_d16134_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16134_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 128], 176
+    mov eax, esi
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 512], cl
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7552], rcx
+    mov rsi, qword ptr [r15 + 576]
+    mov rax, rax
+    mov ecx, 104
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov edx, 104
-    mov dword ptr [r15 + 0], 243
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rax, rdx
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    cmp dword ptr [r15 + 67117723], 0xd2bec333
     jae 1f
 1:
 .Lc1_j427:
-    mov edx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 640], ecx
+    mov r8, qword ptr [r15 + 448]
     mov rbp, r10
-    mov byte ptr [r15 + 192], al
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    mov dword ptr [r15 + 384], eax
-    lea r8, [r10 + r10*1]
-    movzx edx, al
-    mov edx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], al
-    mov rbp, r10
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7552], rax
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov eax, edx
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, rdx
-    mov dword ptr [r15 + 64], edx
+    mov dword ptr [r15 + 384], 77
+    mov r9, r11
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rax, qword ptr [r15 + 256]
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov ebp, 33
+    mov ebp, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm13
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
 .Lc1_j428:
-    jz .Lc1_b10_done
-.Lc1_b10_c6:
-    lea rcx, [rip + .Lc1_d16025_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16025_s_t
-.Lc1_d16025_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16025_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], cl
-    mov dword ptr [r15 + 448], ecx
-    mov edi, dword ptr [r15 + 320]
-    lea rbp, [r10 + r10*1]
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 256]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov esi, 52
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 896]
-    mov r9d, edi
-    mov qword ptr [r15 + 192], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j429:
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 68
-    mov dword ptr [r15 + 64], 24
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    mov eax, 97
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 704]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 384], r9
-    mov rax, rbp
-    mov eax, edi
-    mov eax, dword ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j430:
     jz .Lc1_b10_done
 .Lc1_b10_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -18840,888 +19056,891 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d16073_s]
+    lea rcx, [rip + .Lc1_d16179_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16073_s_t
-.Lc1_d16073_j:
+    call .Lc1_d16179_s_t
+.Lc1_d16179_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16073_s:
+.Lc1_d16179_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     movzx eax, al
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], eax
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    mov esi, eax
-    lea r9, [r10 + r10*1]
-    mov r8d, 39
-    mov r8, rax
-    mov r8, r10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7552], 208
-    mov eax, eax
-    mov byte ptr [r15 + 384], cl
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov esi, ecx
+    mov byte ptr [r15 + 0], al
+    mov rdx, rax
+    mov dword ptr [r15 + 0], 21
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 71
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j431:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm4
-    mov dword ptr [r15 + 320], 29
-    mov r8d, dword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], r9b
-    mov eax, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 576]
+.Lc1_j429:
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], rsi
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov edx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], bpl
+    mov esi, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 128]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 320]
+    mov r9, r10
     nop
-    mov edx, dword ptr [r15 + 512]
-    vmovq qword ptr [r15 + r9 + 7488], xmm8
+    and r9, 16320
+    mov edi, dword ptr [r15 + r9 + 15680]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j432:
+.Lc1_j430:
     jz .Lc1_b10_done
 .Lc1_b10_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16123_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16123_s_t
-.Lc1_d16123_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16123_s:
-    ret
-    .popsection
-    mov rax, qword ptr [r15 + 256]
-    mov edx, 56
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 192]
-    vpor xmm1, xmm1, xmm6
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    mov rsi, qword ptr [r15 + 384]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm13, xmm13, xmm13
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov rdx, rsi
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov edi, dword ptr [r15 + 192]
+    mov r9, r11
+    mov r8, rsi
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j431:
+    movsxd rsi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], bpl
+    mov r9, qword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 512]
+    mov r8, rbp
+    mov qword ptr [r15 + 320], rbp
+    mov byte ptr [r15 + rbp + 1408], bpl
+    mov dword ptr [r15 + 64], r9d
+    mov r8, r11
+    mov ebp, 236
+    movsxd rbp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], r9
+    and r8, 8128
+    and edi, dword ptr [r15 + r8 + 7488]
+    mov r9d, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 128]
+    vpmovmskb edx, xmm2
+    mov edx, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j432:
+    jz .Lc1_b10_done
+.Lc1_b10_c9:
+    lea rcx, [rip + .Lc1_d16270_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16270_s_t
+.Lc1_d16270_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16270_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 128], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 71
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov rdx, rdx
+    mov edx, r8d
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r8
+    test ebx, 2147483648
+    jnz 1f
 1:
 .Lc1_j433:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], r8b
-    movzx esi, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 704]
-    mov r8, rbp
-    mov qword ptr [r15 + 128], rdx
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 448]
+    mov rdx, rcx
     mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9, rsi
+    mov ebp, dword ptr [r15 + 512]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 704], 209
+    mov edx, edx
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 192]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], cl
+    movzx r8d, byte ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 128]
+    mov esi, ebp
+    vmovq qword ptr [r15 + 256], xmm13
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j434:
     jz .Lc1_b10_done
-.Lc1_b10_c9:
-    lea rcx, [rip + .Lc1_d16165_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16165_s_t
-.Lc1_d16165_j:
+.Lc1_b10_c10:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d16320_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16320_s_t
+.Lc1_d16320_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16165_s:
+.Lc1_d16320_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 768], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 71
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 238
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r9, r9
+    mov dword ptr [r15 + 0], eax
+    mov r8, r11
+    movzx ecx, al
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    movsxd rax, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    lea r8, [r11 + r11*1]
     mov rcx, rcx
-    mov rax, qword ptr [r15 + 64]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 576]
-    mov rcx, rcx
-    mov ebp, esi
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 2147483648
-    jnz 1f
+    movzx ecx, al
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1408]
+    test ebx, 2688
+    jz 1f
 1:
 .Lc1_j435:
-    movzx esi, byte ptr [r15 + 128]
-    mov r9, r10
-    mov rcx, rcx
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 384], 209
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r9d, r9d
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 512], sil
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 448]
-    movzx ebp, al
-    mov byte ptr [r15 + 128], dil
-    movzx eax, byte ptr [r15 + 192]
-    mov edi, ecx
-    vmovdqu ymmword ptr [r15 + 320], ymm1
+    add r9, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov ebp, 177
+    movzx ebp, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 128], r8b
+    movzx esi, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 448], cl
+    mov qword ptr [r15 + r8 + 1344], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    movzx ecx, bpl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
 .Lc1_j436:
     jz .Lc1_b10_done
-.Lc1_b10_c10:
-    mov dword ptr [r15 + 64], eax
-    movzx ecx, r9b
-    mov rcx, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    vmovdqu ymmword ptr [r15 + 0], ymm1
+.Lc1_b10_c11:
+    lea rcx, [rip + .Lc1_d16366_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16366_s_t
+.Lc1_d16366_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16366_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 384], 15
+    mov qword ptr [r15 + 320], rcx
+    mov byte ptr [r15 + 448], sil
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 64]
+    mov r9, rcx
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rsi, rcx
+    mov rsi, r9
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 576]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 128], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 87
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm1, xmm1, xmm1
-    mov edi, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], dil
-    mov eax, 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j437:
-    movzx edi, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 704], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], eax
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 320], al
-    movsxd rax, dword ptr [r15 + 448]
-    mov rbp, rdi
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, rax
-    mov r8d, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 512]
-    add rdi, qword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 128]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, r11
-    movzx edi, cl
-    and r9, 8128
-    xor dword ptr [r15 + r9 + 7488], esi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r8
-    movzx ecx, al
+    mov byte ptr [r15 + rbp + 896], cl
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov dword ptr [r15 + 192], 128
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov rcx, qword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 512]
+    movzx r8d, r9b
+    mov r8d, 146
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j438:
     jz .Lc1_b10_done
-.Lc1_b10_c11:
-    lea rcx, [rip + .Lc1_d16260_s]
+.Lc1_b10_c12:
+    lea rcx, [rip + .Lc1_d16411_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16260_s_t
-.Lc1_d16260_j:
+    call .Lc1_d16411_s_t
+.Lc1_d16411_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16260_s:
+.Lc1_d16411_s:
     ret
     .popsection
-    mov byte ptr [r15 + 768], bpl
-    mov dword ptr [r15 + 0], 175
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 32
-    mov ecx, ebp
-    lea r8, [r11 + r11*1]
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1408], cl
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov rdi, rcx
-    mov rdi, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm13, xmm13, xmm13
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8d, r8d
+    movzx r8d, cl
+    mov rax, rcx
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 64]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j439:
-    mov rcx, rcx
-    mov r8, r11
-    mov qword ptr [r15 + 192], rdi
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], edi
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 448], dil
-    mov dword ptr [r15 + 64], 146
-    mov r8, r11
-    mov dword ptr [r15 + 320], edi
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdi
-    movzx edi, bpl
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 256]
-    movzx esi, cl
-    movsxd rsi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 71
+    mov byte ptr [r15 + 448], al
+    movzx r8d, al
+    mov qword ptr [r15 + 128], rdi
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 256]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dil
+    vpmovmskb r8d, xmm6
+    mov qword ptr [r15 + 704], rax
+    movzx edi, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov rax, rax
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 768], rcx
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j440:
     jz .Lc1_b10_done
-.Lc1_b10_c12:
-    lea rcx, [rip + .Lc1_d16306_s]
+.Lc1_b10_c13:
+    lea rcx, [rip + .Lc1_d16458_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16306_s_t
-.Lc1_d16306_j:
+    call .Lc1_d16458_s_t
+.Lc1_d16458_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16306_s:
+.Lc1_d16458_s:
     ret
     .popsection
-    mov r8, rdi
-    mov r8, qword ptr [r15 + 320]
-    movzx ebp, cl
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 123
-    vpmovmskb edi, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    vpor xmm1, xmm1, xmm1
-    mov byte ptr [r15 + 0], bpl
-    mov r8, rdi
-    movzx r8d, byte ptr [r15 + 448]
     mov rbp, r11
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov ecx, 33
+    mov rcx, rdx
+    and ebp, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    mov byte ptr [r15 + 0], r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov edx, 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2688
+    jz 1f
 1:
 .Lc1_j441:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r11
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 896]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 256], rcx
-    mov qword ptr [r15 + 512], r8
-    mov rbp, qword ptr [r15 + 576]
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, r8b
-    mov rax, qword ptr [r15 + 128]
-    movzx r9d, r8b
-    movzx r9d, byte ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j442:
-    jz .Lc1_b10_done
-.Lc1_b10_c13:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d16358_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16358_s_t
-.Lc1_d16358_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16358_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov qword ptr [r15 + 0], rcx
-    movzx eax, al
-    vmovq xmm4, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movzx eax, al
-    mov dword ptr [r15 + 384], 95
-    mov rbp, r10
-    vmovq qword ptr [r15 + 64], xmm4
-    vmovdqu xmmword ptr [r15 + 256], xmm4
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov rcx, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], bpl
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j443:
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 128]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], ebp
-    mov ebp, 211
-    mov dword ptr [r15 + 704], r8d
-    movzx ebp, al
-    movzx ebp, r8b
-    mov rbp, r11
-    or qword ptr [r15 + r8 + 1408], 32
-    movzx r8d, byte ptr [r15 + 768]
-    mov edx, 98
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j444:
-    jz .Lc1_b10_done
-.Lc1_b10_c14:
-    lea rcx, [rip + .Lc1_d16405_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16405_s_t
-.Lc1_d16405_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16405_s:
-    ret
-    .popsection
-    movsxd r8, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 207
-    mov ecx, 151
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov byte ptr [r15 + 64], r8b
-    mov r8, r10
-    mov edx, ebp
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 384], 48
-    test ebx, 384
-    jnz 1f
-1:
-.Lc1_j445:
-    mov ebp, dword ptr [r15 + 192]
-    vpcmpeqb xmm1, xmm1, xmm13
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 172
-    vmovq qword ptr [r15 + 128], xmm1
-    mov rdx, rsi
-    mov rdx, qword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 320], 187
+    mov r8, qword ptr [r15 + 192]
     mov r9, r11
     mov rbp, r11
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 448], 69
-    mov ecx, 84
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 576], rdx
-    mov rdx, r8
-    mov r8d, 95
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j446:
-    jz .Lc1_b10_done
-.Lc1_b10_c15:
-    mov rbp, r11
-    movzx r9d, sil
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    or qword ptr [r15 + 384], 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r8d, 90
-    mov r8d, dword ptr [r15 + 704]
-    mov ebp, 104
-    movzx ebp, sil
-    test ebx, 384
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j447:
-    mov byte ptr [r15 + 128], sil
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, rbp
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, r11
-    mov rsi, r9
-    movsxd rsi, dword ptr [r15 + 640]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov qword ptr [r15 + 128], rsi
-    mov r9d, r8d
-    mov dword ptr [r15 + 448], 142
-    mov esi, 226
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 192]
-    mov rsi, rsi
-    mov rsi, qword ptr [r15 + 256]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 238
-    mov qword ptr [r15 + 320], r9
+.Lc1_j442:
+    and rbp, 448
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 832]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 64], r8d
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 128], r9
+    and r8d, dword ptr [r15 + 384]
+    vmovq xmm15, rbp
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j448:
+.Lc1_j443:
     jz .Lc1_b10_done
-.Lc1_b10_c16:
+.Lc1_b10_c14:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
+    test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d16500_s]
+    lea rcx, [rip + .Lc1_d16509_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16500_s_t
-.Lc1_d16500_j:
+    call .Lc1_d16509_s_t
+.Lc1_d16509_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16500_s:
+.Lc1_d16509_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 0], 15
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 91
+    mov eax, eax
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r9, rbp
+    mov r9, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, al
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 13
-    mov byte ptr [r15 + 256], al
-    mov rbp, rax
-    and eax, dword ptr [r15 + 64]
-    mov rcx, rcx
-    mov dword ptr [r15 + 768], 35
-    test ebx, 2147483648
+    vpcmpeqb xmm13, xmm13, xmm4
+    vmovq qword ptr [r15 + 0], xmm2
+    mov dword ptr [r15 + 0], 24
+    movsxd rax, dword ptr [r15 + 704]
+    mov r8d, 52
+    test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j449:
+.Lc1_j444:
+    mov byte ptr [r15 + 128], cl
+    mov qword ptr [r15 + 320], rbp
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
     mov r8, r11
-    mov dword ptr [r15 + 192], 56
-    movzx eax, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
-    mov dword ptr [r15 + 64], 74
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
-    mov r8d, 8
-    mov r8d, ecx
-    mov r8, r11
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov eax, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 175
     and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov rbp, rcx
-    mov rbp, rcx
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov edx, 70
+    mov r8, r11
+    mov byte ptr [r15 + 384], al
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j450:
+.Lc1_j445:
     jz .Lc1_b10_done
-.Lc1_b10_c17:
-    lea rcx, [rip + .Lc1_d16545_s]
+.Lc1_b10_c15:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    movzx edx, dil
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    or qword ptr [r15 + 448], 73
+    mov edi, dword ptr [r15 + 192]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 195
+    movzx r8d, dil
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j446:
+    mov dword ptr [r15 + 0], 95
+    mov byte ptr [r15 + 448], r9b
+    mov rdi, r9
+    mov edi, dword ptr [r15 + 768]
+    mov rax, r8
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 256], edi
+    mov qword ptr [r15 + 320], rdi
+    mov r9d, r8d
+    mov r9, r11
+    vpmovmskb edi, xmm15
+    mov edi, 181
+    mov r8, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 226
+    mov rdi, rax
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov qword ptr [r15 + 512], rax
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j447:
+    jz .Lc1_b10_done
+.Lc1_b10_c16:
+    lea rcx, [rip + .Lc1_d16601_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16545_s_t
-.Lc1_d16545_j:
+    call .Lc1_d16601_s_t
+.Lc1_d16601_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16545_s:
+.Lc1_d16601_s:
     ret
     .popsection
-    mov byte ptr [r15 + 64], r8b
-    lea rbp, [r11 + r11*1]
-    mov edi, 188
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 576]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    movsxd r8, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r8d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 448]
+    mov ecx, ecx
+    mov qword ptr [r15 + 256], r9
+    mov dword ptr [r15 + 192], 37
+    movzx edi, r8b
+    mov rdi, r8
+    mov dword ptr [r15 + 128], 116
+    mov r9d, 57
+    mov dword ptr [r15 + 640], 74
+    mov rcx, qword ptr [r15 + 384]
+    movzx r8d, r9b
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j451:
-    and edx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], 136
-    mov dword ptr [r15 + 448], 92
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 192]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    movzx eax, byte ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + rbp + 896]
-    mov ebp, 210
-    add rdx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 158
+.Lc1_j448:
+    mov r9, rcx
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 222
+    mov dword ptr [r15 + 320], r9d
+    lea r8, [r11 + r11*1]
+    mov rcx, r9
+    and r8, 1984
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], r8
+    movzx r9d, byte ptr [r15 + r8 + 1408]
+    mov byte ptr [r15 + 576], al
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 219
+    and r8d, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 128]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j452:
+.Lc1_j449:
+    jz .Lc1_b10_done
+.Lc1_b10_c17:
+    lea rcx, [rip + .Lc1_d16647_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16647_s_t
+.Lc1_d16647_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16647_s:
+    ret
+    .popsection
+    mov r8d, dword ptr [r15 + 320]
+    mov ebp, 188
+    mov ebp, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov esi, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 192]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j450:
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    and edi, dword ptr [r15 + 256]
+    mov r8, r11
+    mov dword ptr [r15 + 512], 93
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 768], 240
+    movsxd rdx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], r9b
+    mov byte ptr [r15 + 64], r8b
+    movzx r8d, byte ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + r9 + 896], 158
+    add rdi, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j451:
     jz .Lc1_b10_done
 .Lc1_b10_c18:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d16589_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16692_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16589_s_t
-.Lc1_d16589_j:
+    call .Lc1_d16692_s_t
+.Lc1_d16692_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16589_s:
+.Lc1_d16692_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 448], rax
+    movsxd rdi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 153
+    mov rcx, rax
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdi
+    mov dword ptr [r15 + 576], eax
+    movzx eax, byte ptr [r15 + 512]
     mov rdi, rcx
-    mov qword ptr [r15 + 192], rcx
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 128]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + r9 + 1408]
-    mov rdi, rdi
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov r8, r11
-    mov rdi, rax
-    mov edi, edx
-    mov edi, 246
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    movzx ebp, al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov rdi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 64], eax
+    movzx ecx, cl
+    mov ecx, 96
+    test ebx, 2147483648
+    jnz 1f
 1:
-.Lc1_j453:
-    mov rdx, qword ptr [r15 + 448]
-    mov eax, 16
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 64]
-    mov edi, edi
-    movsxd r8, dword ptr [r15 + 704]
-    and r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 97
+.Lc1_j452:
     movzx eax, al
-    mov edi, 164
-    movzx edi, r9b
-    mov byte ptr [r15 + 512], r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov qword ptr [r15 + 0], rdi
+    movzx ecx, dil
+    mov ecx, dword ptr [r15 + 448]
+    vpmovmskb eax, xmm15
+    mov r8, r11
+    mov edi, 231
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 192], rdi
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov r8d, ecx
+    mov dword ptr [r15 + 256], 164
+    mov r9, r11
+    and ecx, dword ptr [r15 + rbp + 1408]
+    mov rdi, rdi
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j454:
+.Lc1_j453:
     jz .Lc1_b10_done
 .Lc1_b10_c19:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 64], 79
-    vmovdqu ymmword ptr [r15 + 0], ymm1
+    lea rcx, [rip + .Lc1_d16750_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16750_s_t
+.Lc1_d16750_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16750_s:
+    ret
+    .popsection
+    mov r9, r11
+    mov dword ptr [r15 + 256], 79
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    vmovq qword ptr [r15 + 64], xmm13
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 5
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rax
-    vpshufd xmm1, xmm1, 44
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 149
     mov r8, r11
-    mov eax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 576], r8d
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    mov r9, rcx
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j455:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 84
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    mov dword ptr [r15 + 448], eax
-    mov r8d, ebp
-    mov dword ptr [r15 + 768], 230
+.Lc1_j454:
+    mov rcx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 640], r9b
+    mov r8d, r9d
     mov r8, r11
-    mov dword ptr [r15 + 384], 136
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    movzx ebp, byte ptr [r15 + 128]
-    mov esi, r8d
-    movzx esi, byte ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, rax
-    mov r8, rsi
+    mov dword ptr [r15 + 320], 95
+    movsxd r9, dword ptr [r15 + 128]
+    vpshufd xmm15, xmm13, 212
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], ecx
+    mov rcx, qword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 67
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j456:
+.Lc1_j455:
     jz .Lc1_b10_done
 .Lc1_b10_c20:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16683_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d16794_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16683_s_t
-.Lc1_d16683_j:
+    call .Lc1_d16794_s_t
+.Lc1_d16794_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16683_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d16794_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     mov r8, r11
     and ecx, dword ptr [r15 + 320]
-    lea rbp, [r11 + r11*1]
+    mov r9, r11
     and r8, 448
     mov rax, qword ptr [r15 + r8 + 832]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    mov r8d, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 640]
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov esi, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 64], ecx
     movzx ecx, byte ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 256]
-    test ebx, 479232
-    jz 1f
-1:
-.Lc1_j457:
-    mov r8, r11
-    mov qword ptr [r15 + 512], rcx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 60
-    inc dword ptr [r15 + rbp + 7552]
-    mov byte ptr [r15 + 192], cl
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 448]
-    mov rcx, r8
-    mov ecx, edi
-    mov rcx, qword ptr [r15 + 128]
-    movzx r8d, r9b
-    mov r8, qword ptr [r15 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j458:
-    jz .Lc1_b10_done
-.Lc1_b10_c21:
-    lea rcx, [rip + .Lc1_d16732_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16732_s_t
-.Lc1_d16732_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16732_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 45
-    mov r9d, ecx
-    mov r9d, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov ebp, 216
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r8, r11
-    mov byte ptr [r15 + 0], cl
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
-    mov ecx, 130
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r9, r8
-    movzx r9d, byte ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 256]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j459:
-    mov r9d, 136
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], r8d
-    mov rcx, r8
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    mov ebp, r9d
-    mov r8, r11
-    vmovq qword ptr [r15 + 768], xmm1
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 64], 19
-    mov r8, r10
-    and ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], ebp
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    mov rdx, r9
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 227
+.Lc1_j456:
+    mov qword ptr [r15 + 192], r8
+    mov r9, r11
+    vpshufd xmm13, xmm6, 183
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 10
+    mov byte ptr [r15 + 448], sil
+    mov r8, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 512]
+    mov rsi, rbp
+    mov esi, r9d
+    mov rsi, qword ptr [r15 + 128]
+    movzx ebp, bpl
+    mov r9, qword ptr [r15 + 576]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-.Lc1_j460:
+.Lc1_j457:
+    jz .Lc1_b10_done
+.Lc1_b10_c21:
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 245
+    mov ebp, 216
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 75
+    and esi, dword ptr [r15 + 64]
+    mov rbp, r9
+    test ebx, 384
+    jnz 1f
+1:
+.Lc1_j458:
+    vmovdqu ymmword ptr [r15 + 640], ymm15
+    mov rbp, r11
+    vmovq qword ptr [r15 + 448], xmm15
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov esi, 249
+    mov esi, ebp
+    mov esi, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    mov ebp, 35
+    mov rbp, r11
+    mov r9, rsi
+    mov dword ptr [r15 + 128], 147
+    and rbp, 4032
+    mov r9, r11
+    mov esi, dword ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    movsxd r8, dword ptr [r15 + 320]
+    mov edx, 101
+    movsxd rdx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j459:
     jz .Lc1_b10_done
 .Lc1_b10_c22:
-    lea rcx, [rip + .Lc1_d16782_s]
+    lea rcx, [rip + .Lc1_d16887_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16782_s_t
-.Lc1_d16782_j:
+    call .Lc1_d16887_s_t
+.Lc1_d16887_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16782_s:
+.Lc1_d16887_s:
     ret
     .popsection
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
+    vpshufd xmm9, xmm15, 126
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8, r11
+    movzx ecx, dl
+    mov ecx, edx
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 228
-    vmovdqu ymmword ptr [r15 + 0], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx edx, r8b
-    movzx edx, r8b
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    movzx r8d, bpl
+    mov r8d, dword ptr [r15 + 704]
+    test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j461:
-    movsxd r8, dword ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 320], cl
-    mov qword ptr [r15 + 128], rbp
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 256], 105
+.Lc1_j460:
     mov rbp, r11
-    mov rcx, rdx
-    mov ecx, r8d
-    and rbp, 8128
+    mov dword ptr [r15 + 192], ecx
+    movzx r8d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 384], bpl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 128], 22
+    jmp 1f
+1:
+    mov rcx, rbp
     mov r8, r11
-    and edx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 576], ecx
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], 25
-    mov byte ptr [r15 + 128], cl
-    mov ecx, dword ptr [r15 + 384]
+    mov r9d, ebp
+    mov dword ptr [r15 + 64], 52
+    and r8, 1984
+    inc dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 320], 70
+    movzx ecx, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 768]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-.Lc1_j462:
+.Lc1_j461:
     jz .Lc1_b10_done
 .Lc1_b10_c23:
     mov rax, qword ptr [r15 + 67117720]
@@ -19730,553 +19949,427 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d16834_s]
+    lea rcx, [rip + .Lc1_d16938_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16834_s_t
-.Lc1_d16834_j:
+    call .Lc1_d16938_s_t
+.Lc1_d16938_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16834_s:
+.Lc1_d16938_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx eax, al
+    mov dword ptr [r15 + 384], ebp
+    mov rax, rcx
     mov eax, ecx
-    mov eax, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 448]
-    movzx ebp, al
-    mov rbp, r10
-    mov r8d, eax
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov eax, eax
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ecx
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 64]
+    movzx r9d, al
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 576], 178
+    lea r8, [r11 + r11*1]
+    mov rax, rax
+    mov eax, dword ptr [r15 + 320]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 896]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j463:
-    mov rcx, rdx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 197
-    mov rbp, r11
-    add rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], ecx
-    mov eax, ecx
-    and rbp, 4032
+.Lc1_j462:
+    mov byte ptr [r15 + 192], r9b
+    add r9, qword ptr [r15 + 0]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 832], r9d
     mov r8, r11
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movzx eax, dl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 189
-    add rdx, qword ptr [r15 + 256]
-    mov ebp, 161
-    mov rbp, rcx
-    mov dword ptr [r15 + 512], edx
+    movzx eax, al
+    mov r9, r11
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    mov eax, ecx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 32
+    movzx ecx, cl
+    mov r8d, 161
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-.Lc1_j464:
+.Lc1_j463:
     jz .Lc1_b10_done
 .Lc1_b10_c24:
-    lock add qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 46
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov rcx, rbp
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 231
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 256]
-    mov ebp, 108
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j465:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    mov rdx, rax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16989_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16989_s_t
+.Lc1_d16989_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16989_s:
+    ret
+    .popsection
+    mov rax, r8
+    mov eax, dword ptr [r15 + 128]
     mov r9, r11
-    mov dword ptr [r15 + 128], 144
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    lea rbp, [r11 + r11*1]
-    mov rdx, rdx
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 896]
-    .byte 0x0f, 0x1f, 0x00
+    mov ecx, ecx
+    mov r8d, dword ptr [r15 + 320]
     movsxd rdx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 320], eax
-    mov eax, 202
-    mov dword ptr [r15 + 576], 140
-    mov edi, dword ptr [r15 + rbp + 832]
-    vpmovmskb ebp, xmm8
-    mov dword ptr [r15 + 64], ecx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 96
+    mov dword ptr [r15 + 256], 206
+    mov r9, r11
+    mov ecx, 164
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 231
+    lea rbp, [r11 + r11*1]
+    add rdx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], ecx
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1408], xmm9
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j464:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 7
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 192]
+    lock add qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + 640], r9b
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j466:
+.Lc1_j465:
     jz .Lc1_b10_done
 .Lc1_b10_c25:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16932_s]
+    lea rcx, [rip + .Lc1_d17032_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16932_s_t
-.Lc1_d16932_j:
+    call .Lc1_d17032_s_t
+.Lc1_d17032_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16932_s:
+.Lc1_d17032_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], al
+    movzx eax, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 192]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9, r10
+    mov rdx, rax
+    mov rdx, rbp
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov ebp, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rax
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 189
-    mov rax, rax
-    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 256]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j467:
-    mov ecx, ecx
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 384], r9d
-    mov byte ptr [r15 + 448], al
-    movsxd rdi, dword ptr [r15 + rbp + 3456]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 640]
+.Lc1_j466:
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 576], edx
+    mov rsi, qword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 448]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 58
+    mov dword ptr [r15 + 64], 199
+    mov r8, r10
     jmp 1f
 1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 224
-    mov ecx, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], ebp
-    movzx r9d, byte ptr [r15 + 192]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    movzx edx, byte ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 512], esi
+    movzx r8d, r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j468:
+.Lc1_j467:
     jz .Lc1_b10_done
 .Lc1_b10_c26:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16978_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16978_s_t
-.Lc1_d16978_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d17079_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17079_s_t
+.Lc1_d17079_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16978_s:
+.Lc1_d17079_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov eax, 192
-    movzx eax, byte ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 0], 146
-    mov qword ptr [r15 + 0], rcx
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov byte ptr [r15 + 512], al
-    and rbp, 448
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + rbp + 832]
-    mov rax, rax
-    mov byte ptr [r15 + 64], cl
-    mov rsi, rcx
-    mov esi, ebp
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j469:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], al
-    mov eax, 116
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rsi
-    vmovdqu ymmword ptr [r15 + 192], ymm4
-    mov rax, qword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 768]
-    movzx ebp, cl
-    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 384], rax
+    mov r9, r10
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    vpxor xmm1, xmm1, xmm9
-    mov edx, dword ptr [r15 + 256]
+    mov rcx, rax
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov dword ptr [r15 + 0], 146
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9, r10
+    add rcx, qword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j468:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3392], xmm9
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], r8
+    mov byte ptr [r15 + 512], cl
+    vmovdqu ymmword ptr [r15 + 640], ymm9
+    mov r9d, eax
+    mov r9d, 50
+    mov r8d, 86
+    movzx r8d, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j470:
+.Lc1_j469:
     jz .Lc1_b10_done
 .Lc1_b10_c27:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17026_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17026_s_t
-.Lc1_d17026_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17026_s:
-    ret
-    .popsection
+    bt r8, r9
+    mov ecx, 177
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
+    mov rax, rax
+    mov r8, r11
+    movzx r9d, cl
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 512]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rax
-    mov ecx, eax
-    jmp 1f
+    mov ecx, r9d
+    test ebx, 23552
+    jnz 1f
 1:
-    mov r8d, eax
-    mov r8d, 54
+.Lc1_j470:
+    mov r8d, 61
+    mov r8d, r9d
     mov r8d, ecx
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 0], 62
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
 .Lc1_j471:
-    jmp 1f
-1:
-    mov rcx, r8
-    mov r9, r10
-    mov byte ptr [r15 + 0], r8b
+    vpmovmskb eax, xmm9
+    mov r9, r11
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    mov rcx, qword ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 384], 190
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov rax, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    movzx r9d, r8b
-    movsxd r9, dword ptr [r15 + 320]
-    test ebx, 1152
-    jnz 1f
-1:
-.Lc1_j472:
-    mov rcx, rcx
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r10
-    mov ecx, 161
-    vpmovmskb ecx, xmm4
-    mov ecx, dword ptr [r15 + 128]
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov rbp, r10
-    mov dword ptr [r15 + 128], r8d
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    movsxd r8, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], ecx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-.Lc1_j473:
+.Lc1_j472:
     jz .Lc1_b10_done
 .Lc1_b10_c28:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d17082_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17082_s_t
-.Lc1_d17082_j:
+    lea rcx, [rip + .Lc1_d17182_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17182_s_t
+.Lc1_d17182_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17082_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d17182_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm4
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 192]
-    movzx ecx, cl
-    mov ecx, eax
     jmp 1f
 1:
-    mov r8, r10
-    movzx eax, al
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov rbp, r10
-    test ebx, 640
-    jnz 1f
-1:
-.Lc1_j474:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 244
-    movsxd r8, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 704], bpl
-    movzx edx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 448], cl
-    mov ebp, ebp
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 448]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    movzx ebp, al
+    mov ebp, ecx
     jmp 1f
 1:
-    mov r9, r10
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, 214
-    movsxd rbp, dword ptr [r15 + 256]
+    movzx r9d, cl
+    add rax, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j473:
+    mov dword ptr [r15 + 576], 87
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movsxd rcx, dword ptr [r15 + 384]
     and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov esi, 44
-    mov esi, edx
+    mov byte ptr [r15 + r9 + 832], dil
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 256]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
+    mov qword ptr [r15 + 320], r9
+    mov edi, ebp
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 896]
+    mov r9d, 223
+    movsxd r9, dword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 512]
+    mov edi, 135
+    mov edi, r8d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-.Lc1_j475:
+.Lc1_j474:
     jz .Lc1_b10_done
 .Lc1_b10_c29:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17234_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17234_s_t
+.Lc1_d17234_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17234_s:
+    ret
+    .popsection
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 12
-    mov rsi, r9
-    vmovdqu ymmword ptr [r15 + 128], ymm4
-    mov rbp, r11
-    movzx r9d, dl
-    and rbp, 4032
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 3392]
-    movzx edx, dl
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    mov dword ptr [r15 + 192], 25
+    movzx ecx, byte ptr [r15 + 448]
+    vpor xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edi, 15
+    mov byte ptr [r15 + 128], cl
+    movzx ebp, r8b
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r9, r10
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-.Lc1_j476:
-    jmp 1f
-1:
+.Lc1_j475:
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    add qword ptr [r15 + rbp + 3392], rdi
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9d, 31
     lea rdi, [r15 + 67109504]
     mov ecx, 12
     rep stosb
-    vpaddd xmm4, xmm4, xmm4
-    mov qword ptr [r15 + 576], r8
-    mov edx, 49
-    mov edx, 20
-    mov dword ptr [r15 + 64], r9d
-    mov eax, 161
-    jmp 1f
-1:
-    mov r8, r11
-    mov r9, r11
-    movzx edi, al
-    jmp 1f
-1:
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    and r9, 1984
-    add rdx, qword ptr [r15 + r9 + 1344]
-    vpor xmm4, xmm4, xmm4
-    mov byte ptr [r15 + 192], r9b
+    mov rbp, r9
+    mov ebp, 123
+    mov qword ptr [r15 + 512], r8
+    vpaddd xmm9, xmm9, xmm9
+    movsxd rdi, dword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 640], xmm9
+    mov r9, qword ptr [r15 + 64]
+    add r8, qword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j477:
+.Lc1_j476:
     jz .Lc1_b10_done
 .Lc1_b10_c30:
-    lea rcx, [rip + .Lc1_d17183_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17183_s_t
-.Lc1_d17183_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17183_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 384], ecx
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], ecx
-    movzx edx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 128], cl
-    mov r9, r11
-    mov edi, edx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dl
-    mov rbp, r11
-    mov ecx, 123
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 199
-    movzx edx, r8b
-    movzx edx, bpl
-    mov dword ptr [r15 + 640], 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j478:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 224
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dl
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 512]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov ebp, 17
-    mov dword ptr [r15 + 512], 180
-    mov dword ptr [r15 + 320], 133
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j479:
-    jz .Lc1_b10_done
-.Lc1_b10_c31:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17236_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17236_s_t
-.Lc1_d17236_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17236_s:
-    ret
-    .popsection
-    sete bpl
-    mov rax, rcx
-    mov eax, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov ebp, 135
-    mov dword ptr [r15 + 448], 221
-    mov rcx, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j480:
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movzx eax, dl
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rdx
-    mov r9d, dword ptr [r15 + 768]
-    mov rbp, r11
-    mov r8, r11
-    and ecx, dword ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 86
-    mov edx, dword ptr [r15 + 256]
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j481:
-    jz .Lc1_b10_done
-.Lc1_b10_c32:
     lea rcx, [rip + .Lc1_d17281_s]
     add rcx, qword ptr [r15 + 67117728]
     call .Lc1_d17281_s_t
@@ -20286,652 +20379,786 @@ ditto_body_c1:
 .Lc1_d17281_s:
     ret
     .popsection
+    mov r8d, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    mov rbp, r10
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j482:
-    mov ecx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 192]
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 190
+    mov r9d, 86
+    mov dword ptr [r15 + 128], ecx
+    movzx ebp, r8b
+    movzx ebp, r8b
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 704]
     and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + rbp + 7488], 17
+    mov edi, r8d
+    mov r9, r11
+    mov dword ptr [r15 + 64], 99
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    test ebx, 59392
+    test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j483:
-    mov ebp, 238
+.Lc1_j477:
+    movsxd r8, dword ptr [r15 + 448]
+    mov r9, r10
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + 576]
-    mov rdx, rdx
-    mov ecx, 188
-    mov dword ptr [r15 + 256], esi
-    mov rbp, r8
-    mov qword ptr [r15 + 320], rcx
+    mov edi, 134
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
+    movzx edx, r8b
+    jmp 1f
+1:
+    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 7552], 159
+    movsxd r8, dword ptr [r15 + 768]
+    movzx edi, dil
+    jmp 1f
+1:
+    mov ebp, 62
+    mov ebp, dword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j484:
+.Lc1_j478:
     jz .Lc1_b10_done
-.Lc1_b10_c33:
+.Lc1_b10_c31:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
+    test dword ptr [r15 + 67117723], 32768
     setz al
-    lea rcx, [rip + .Lc1_d17337_s]
+    lea rcx, [rip + .Lc1_d17335_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d17337_s_t
-.Lc1_d17337_j:
+    call .Lc1_d17335_s_t
+.Lc1_d17335_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17337_s:
+.Lc1_d17335_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ebp, 239
-    mov rbp, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 25
+    mov edx, ecx
+    and edx, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    movzx eax, al
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx ecx, byte ptr [r15 + 704]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    mov r8, r10
-    movzx edi, bpl
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j485:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    mov r9, r11
-    mov rbp, r8
+    mov r9, r10
+    mov dword ptr [r15 + 128], 135
     and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    movsxd rdi, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 640]
+    mov dword ptr [r15 + r9 + 3392], 221
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j479:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edi
-    mov byte ptr [r15 + 192], bpl
-    movsxd r9, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 512]
-    mov ebp, r8d
-    and ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r9
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], r9b
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j480:
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 576], rcx
+    movzx ecx, al
+    mov ebp, dword ptr [r15 + 128]
+    mov rdx, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j486:
+.Lc1_j481:
+    jz .Lc1_b10_done
+.Lc1_b10_c32:
+    lea rcx, [rip + .Lc1_d17383_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17383_s_t
+.Lc1_d17383_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17383_s:
+    ret
+    .popsection
+    mov r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], bpl
+    mov eax, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], edx
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 226
+    mov edx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rdx
+    movsxd rcx, dword ptr [r15 + 192]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j482:
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 141
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 640]
+    mov r8d, 238
+    jmp 1f
+1:
+    mov r9, r10
+    mov qword ptr [r15 + 128], rdx
+    mov r8d, edx
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov r8, r11
+    mov rdx, rdx
+    mov edx, 188
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov rdx, rax
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 512], rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j483:
+    jz .Lc1_b10_done
+.Lc1_b10_c33:
+    mov byte ptr [r15 + 0], r9b
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    jmp 1f
+1:
+    movzx r8d, al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, 49
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], eax
+    test ebx, 1152
+    jz 1f
+1:
+.Lc1_j484:
+    mov r8, r11
+    mov qword ptr [r15 + 256], rax
+    mov r9, rax
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    jmp 1f
+1:
+    mov rbp, r11
+    mov eax, r9d
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + 128]
+    mov r9d, 66
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 448], al
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov qword ptr [r15 + 64], rbp
+    mov eax, dword ptr [r15 + 64]
+    mov r9d, r8d
+    and r8d, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+.Lc1_j485:
     jz .Lc1_b10_done
 .Lc1_b10_c34:
-    movzx r8d, al
-    lea r8, [r11 + r11*1]
-    mov rbp, rax
+    lea rcx, [rip + .Lc1_d17486_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17486_s_t
+.Lc1_d17486_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17486_s:
+    ret
+    .popsection
+    mov r8, qword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + r8 + 896], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movzx ecx, al
-    mov ecx, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
+    mov rsi, rcx
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rax
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j486:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], ecx
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 128]
+    mov edi, 97
+    mov rdi, qword ptr [r15 + 640]
     mov rbp, r11
-    mov r9, r11
+    jmp 1f
+1:
+    movzx edx, cl
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 15680]
+    movzx ebp, byte ptr [r15 + 384]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j487:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    and r9, 16320
-    movsxd rcx, dword ptr [r15 + r9 + 15680]
-    mov rbp, qword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 128]
+    mov ebp, edi
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    movzx r9d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], eax
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 320]
-    mov rsi, rcx
-    mov dword ptr [r15 + 448], 114
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 512]
+    movzx edi, cl
+    movzx edi, byte ptr [r15 + 192]
+    mov rdx, rcx
+    mov r8, r11
+    movzx esi, bpl
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 209
+    mov qword ptr [r15 + 512], rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j488:
     jz .Lc1_b10_done
 .Lc1_b10_c35:
-    lea rcx, [rip + .Lc1_d17437_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17437_s_t
-.Lc1_d17437_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d17543_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17543_s_t
+.Lc1_d17543_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17437_s:
+.Lc1_d17543_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3456]
-    movsxd rdx, dword ptr [r15 + 256]
+    and eax, dword ptr [r15 + 256]
+    mov rcx, rcx
+    movzx ecx, al
+    jmp 1f
+1:
     mov esi, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 640]
-    vmovq xmm1, r9
-    mov ecx, eax
-    mov rcx, rdx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], r9b
-    mov byte ptr [r15 + 64], cl
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j489:
-    mov dword ptr [r15 + 192], r9d
-    mov dword ptr [r15 + 448], ecx
-    mov byte ptr [r15 + 384], r9b
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    and ecx, dword ptr [r15 + r9 + 1344]
-    mov rdx, r9
+    vmovdqu xmmword ptr [r15 + 192], xmm9
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov eax, 251
-    jmp 1f
-1:
-    movzx edx, sil
-    mov edx, dword ptr [r15 + 320]
-    mov rbp, r11
     jmp 1f
 1:
     and rbp, 8128
-    add qword ptr [r15 + rbp + 7488], rdx
-    movzx esi, byte ptr [r15 + 512]
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov dword ptr [r15 + 704], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j489:
+    mov byte ptr [r15 + 0], bpl
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    or qword ptr [r15 + 64], 41
+    jmp 1f
+1:
+    mov r8, rcx
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov esi, ecx
+    vpaddd xmm15, xmm15, xmm9
+    mov byte ptr [r15 + 64], cl
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8d, 12
+    mov dword ptr [r15 + 448], esi
+    mov r9, r11
+    mov r8, qword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + rbp + 7552]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j490:
     jz .Lc1_b10_done
 .Lc1_b10_c36:
-    lea rcx, [rip + .Lc1_d17492_s]
+    lea rcx, [rip + .Lc1_d17598_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17492_s_t
-.Lc1_d17492_j:
+    call .Lc1_d17598_s_t
+.Lc1_d17598_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17492_s:
+.Lc1_d17598_s:
     ret
     .popsection
-    add rdx, qword ptr [r15 + 128]
-    add rsi, qword ptr [r15 + 128]
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov rbp, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    xor dword ptr [r15 + 576], r9d
+    movzx ecx, r9b
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 768]
     jmp 1f
 1:
+    mov byte ptr [r15 + 384], cl
+    mov r9d, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j491:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 64]
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov rbp, r11
+    and edx, dword ptr [r15 + 128]
     mov r8, r11
-    mov byte ptr [r15 + 64], cl
-    mov esi, ecx
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov edi, dword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 704]
-    mov r9d, ecx
     jmp 1f
 1:
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
-    test ebx, 1152
-    jnz 1f
-1:
-.Lc1_j492:
-    movzx ecx, cl
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 512]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    mov edx, r8d
-    movzx edx, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov r8d, edx
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j493:
+.Lc1_j492:
     jz .Lc1_b10_done
 .Lc1_b10_c37:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d17546_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17650_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d17546_s_t
-.Lc1_d17546_j:
+    call .Lc1_d17650_s_t
+.Lc1_d17650_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17546_s:
+.Lc1_d17650_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 384], 234
-    mov rcx, qword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], r8b
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 234
+    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 85
-    and r9d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 576], cl
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 64]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    test ebx, 2688
-    jz 1f
+    mov byte ptr [r15 + 0], dl
+    mov edx, 221
+    and eax, dword ptr [r15 + 0]
+    mov r8, r8
+    mov r8d, 85
+    mov edx, ecx
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-.Lc1_j494:
-    mov r9d, 92
+.Lc1_j493:
+    movsxd rax, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 192]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movzx edx, byte ptr [r15 + 512]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    mov ebp, esi
+    mov ebp, dword ptr [r15 + 704]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov rax, qword ptr [r15 + 640]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 223
-    mov rcx, qword ptr [r15 + 768]
-    mov r9d, edx
-    movzx r9d, bpl
-    mov qword ptr [r15 + 256], rdx
-    mov edx, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 448]
-    mov rax, r9
-    movzx eax, r9b
-    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 320], 96
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j495:
+.Lc1_j494:
     jz .Lc1_b10_done
 .Lc1_b10_c38:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17594_s]
+    lea rcx, [rip + .Lc1_d17705_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17594_s_t
-.Lc1_d17594_j:
+    call .Lc1_d17705_s_t
+.Lc1_d17705_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17594_s:
+.Lc1_d17705_s:
     ret
     .popsection
+    lea r8, [r11 + r11*1]
+    and r8, 1984
+    mov rbp, r10
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], 57
+    mov qword ptr [r15 + r8 + 1408], rcx
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    mov eax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, 10
-    vpmovmskb ecx, xmm1
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 129
+    movzx ecx, r8b
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-.Lc1_j496:
-    mov dword ptr [r15 + 384], ecx
-    movzx eax, byte ptr [r15 + 256]
-    mov r8, r11
-    mov qword ptr [r15 + 448], rcx
-    mov rbp, r11
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov edi, eax
-    and eax, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], r8
-    mov r8, r11
-    add rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 704]
+.Lc1_j495:
+    mov ebp, ebp
     and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 64], al
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov ebp, 213
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j496:
+    add rbp, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 768]
+    mov eax, 220
+    and ecx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 192], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j497:
     jz .Lc1_b10_done
 .Lc1_b10_c39:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov ecx, ecx
-    vmovdqu ymmword ptr [r15 + 256], ymm4
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d17756_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17756_s_t
+.Lc1_d17756_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17756_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
     and rbp, 4032
-    xchg qword ptr [r15 + rbp + 3392], rbp
-    mov rcx, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 448], dil
-    and edi, dword ptr [r15 + 192]
-    test ebx, 896
-    jz 1f
+    mov rax, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 640]
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov edi, 126
+    movsxd rdi, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx esi, byte ptr [r15 + 448]
+    mov r8, r11
+    mov r9, r10
+    movzx edx, al
+    test ebx, 2147483648
+    jnz 1f
 1:
 .Lc1_j498:
-    mov byte ptr [r15 + 128], cl
-    lea rbp, [r11 + r11*1]
-    vpshufd xmm4, xmm1, 69
-    mov rdi, rcx
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1408]
-    mov rdi, qword ptr [r15 + 512]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov rbp, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], sil
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9d, 198
-    mov r9d, dword ptr [r15 + 384]
+    vpmovmskb r9d, xmm15
+    mov r9d, 25
     jmp 1f
 1:
-    movzx edx, bpl
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov ebp, 188
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, edi
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    movzx edi, dil
-    vpmovmskb edi, xmm1
-    mov byte ptr [r15 + 128], dl
-    mov rdx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], al
+    mov rsi, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    mov byte ptr [r15 + 320], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j499:
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17694_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17694_s_t
-.Lc1_d17694_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17694_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx edx, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 640], rax
-    vmovq qword ptr [r15 + 192], xmm1
-    lea r9, [r11 + r11*1]
+    mov ebp, r8d
+    mov qword ptr [r15 + 128], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov rcx, qword ptr [r15 + 384]
-    mov esi, 142
-    movsxd rsi, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 160
-    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 179
+    movzx r8d, bpl
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 201
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j500:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 51
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 512]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    add r8, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 512], ymm4
-    mov byte ptr [r15 + r9 + 896], r8b
+    mov rbp, qword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
+    mov r9d, dword ptr [r15 + 704]
+    vmovq qword ptr [r15 + 64], xmm15
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, byte ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 448]
+    mov eax, r9d
+    mov dword ptr [r15 + 512], 107
+    vmovdqu ymmword ptr [r15 + 64], ymm15
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j501:
     jz .Lc1_b10_done
 .Lc1_b10_c41:
-    lea rcx, [rip + .Lc1_d17745_s]
+    lea rcx, [rip + .Lc1_d17852_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17745_s_t
-.Lc1_d17745_j:
+    call .Lc1_d17852_s_t
+.Lc1_d17852_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17745_s:
+.Lc1_d17852_s:
     ret
     .popsection
     jmp 1f
 1:
-    movzx edi, sil
+    mov qword ptr [r15 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 206
-    mov esi, ebp
-    movsxd rsi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
+    mov r9d, 206
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov dword ptr [r15 + 0], 171
-    mov edi, 154
-    jmp 1f
-1:
-    mov ecx, 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov ecx, ecx
+    movzx ecx, r9b
+    mov ecx, 159
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 512]
     mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 576]
+    mov esi, 222
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movzx edx, r9b
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    test ebx, 13824
+    jz 1f
 1:
 .Lc1_j502:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    movsxd rsi, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 192]
-    mov rbp, r11
-    movzx r9d, cl
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 23
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 227
+    mov r9, r11
     mov rbp, rcx
-    mov ecx, 87
-    mov ecx, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    vmovdqu ymmword ptr [r15 + 704], ymm4
-    mov r8d, esi
+    mov dword ptr [r15 + 192], 47
+    mov edx, eax
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov eax, ebp
+    mov dword ptr [r15 + 768], 86
     jmp 1f
 1:
-    mov esi, 184
     jmp 1f
 1:
-    mov esi, eax
-    mov dword ptr [r15 + 64], 176
-    movzx eax, r8b
+    vmovdqu xmm15, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    movzx r9d, al
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    movzx edx, dl
     add r11, 64
     inc rbx
     dec r13
@@ -20941,377 +21168,367 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d17802_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17907_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d17802_s_t
-.Lc1_d17802_j:
+    call .Lc1_d17907_s_t
+.Lc1_d17907_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17802_s:
+.Lc1_d17907_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov dword ptr [r15 + 128], 36
+    mov eax, dword ptr [r15 + 640]
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 64]
     mov r8, r11
-    mov rax, rax
-    vmovq qword ptr [r15 + 192], xmm4
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 99
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov esi, 186
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov rbp, r11
+    mov r9d, eax
+    vpshufd xmm15, xmm0, 146
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov ebp, 144
+    mov ebp, 209
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0xd2bec333
     jae 1f
 1:
 .Lc1_j504:
+    mov qword ptr [r15 + 128], r8
+    movzx ecx, dl
+    mov qword ptr [r15 + 64], rdx
+    mov r8, r9
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
-    mov eax, eax
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    movzx esi, r8b
-    mov esi, 173
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j505:
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 256], r8d
-    mov qword ptr [r15 + 576], rcx
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], r8b
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
-.Lc1_j506:
+.Lc1_j505:
     jz .Lc1_b10_done
 .Lc1_b10_c43:
-    lea rcx, [rip + .Lc1_d17851_s]
+    lea rcx, [rip + .Lc1_d17969_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17851_s_t
-.Lc1_d17851_j:
+    call .Lc1_d17969_s_t
+.Lc1_d17969_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17851_s:
+.Lc1_d17969_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    mov byte ptr [r15 + 512], cl
-    mov rsi, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 512], r9d
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 127
+    mov rcx, qword ptr [r15 + 704]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j506:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 320]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm13
+    jmp 1f
+1:
+    mov r9d, 255
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    test ebx, 3200
+    jz 1f
+1:
 .Lc1_j507:
-    mov esi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 43
-    jmp 1f
-1:
-    mov r9, r11
-    mov edx, 157
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm4
-    mov ebp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rsi
-    mov r9, r11
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 192]
-    and r9, 1984
+    mov r9, qword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 256]
     mov r8, r11
-    mov eax, dword ptr [r15 + r9 + 1344]
+    movzx edi, byte ptr [r15 + 192]
+    movzx esi, r9b
+    mov esi, dword ptr [r15 + 64]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j508:
     jz .Lc1_b10_done
 .Lc1_b10_c44:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 6
-    mov r8d, 156
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d18025_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d18025_s_t
+.Lc1_d18025_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18025_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 320], 30
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, 57
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
     mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 249
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, eax
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 256]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
     mov qword ptr [r15 + 448], rax
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j509:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rax, rax
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], rcx
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 137
-    movzx ecx, r8b
+    mov qword ptr [r15 + 256], rcx
+    add rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    vmovdqu ymmword ptr [r15 + 192], ymm15
     jmp 1f
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 512]
+    mov ebp, 185
+    jmp 1f
+1:
+    mov eax, 31
+    jmp 1f
+1:
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 704]
-    movzx edx, r9b
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    jmp 1f
-1:
-    mov r9d, 50
-    jmp 1f
-1:
-    mov eax, 116
-    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r15 + 512], rcx
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j510:
     jz .Lc1_b10_done
 .Lc1_b10_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17963_s]
+    lea rcx, [rip + .Lc1_d18078_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17963_s_t
-.Lc1_d17963_j:
+    call .Lc1_d18078_s_t
+.Lc1_d18078_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17963_s:
+.Lc1_d18078_s:
     ret
     .popsection
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 138
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovq qword ptr [r15 + 64], xmm11
-    and rbp, 1984
+    mov ebp, dword ptr [r15 + 256]
     mov r8, r11
-    or qword ptr [r15 + rbp + 1344], 94
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 512]
+    mov ecx, ecx
+    mov dword ptr [r15 + 192], 169
+    and r8, 1984
+    mov r9, r11
+    or qword ptr [r15 + r8 + 1344], 20
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 132
+    movzx ecx, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 384], r8b
+    mov r9, r8
+    and r9d, dword ptr [r15 + 64]
     mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 2147483648
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j511:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 576]
-    mov edx, dword ptr [r15 + rbp + 1408]
-    mov ebp, r9d
-    mov qword ptr [r15 + 320], r8
-    mov dword ptr [r15 + 128], edx
-    mov dword ptr [r15 + 256], 212
-    and ecx, dword ptr [r15 + 448]
-    mov r9d, edx
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j512:
-    mov r8d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r9d, dl
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
+    vmovdqu xmmword ptr [r15 + 512], xmm15
     jmp 1f
 1:
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j513:
-    jz .Lc1_b10_done
-.Lc1_b10_c46:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d18014_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d18014_s_t
-.Lc1_d18014_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d18014_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx eax, al
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 63
-    mov rbp, qword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 192]
-    movzx eax, al
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 320]
+    mov ecx, r8d
+    and ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 704]
     jmp 1f
 1:
     and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov r9d, ecx
-    mov r9d, ecx
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 66
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117724], 0xd2bec333
-    jae 1f
-1:
-.Lc1_j514:
-    mov qword ptr [r15 + 512], rbp
-    movzx ecx, dil
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, r10
-    mov ebp, edi
-    and ebp, dword ptr [r15 + 256]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov r9, rcx
-    mov r9d, 146
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8, rdi
-    mov r8d, dword ptr [r15 + 640]
-    mov r8, r11
-    mov esi, 242
-    mov esi, ebp
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 832], 196
     add r11, 64
     add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j512:
+    jz .Lc1_b10_done
+.Lc1_b10_c46:
+    mov r8, r11
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    test ebx, 384
+    jnz 1f
+1:
+.Lc1_j513:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    movzx ecx, dil
+    mov ecx, 43
+    add rcx, qword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 768]
+    mov rsi, r8
+    mov qword ptr [r15 + 320], r8
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov byte ptr [r15 + 384], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j514:
+    mov r8, r11
+    mov r9, r11
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov ecx, 111
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    movzx ebp, byte ptr [r15 + 448]
+    movzx edx, cl
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 512], 83
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov ecx, 254
+    jmp 1f
+1:
+    mov r9d, r8d
+    add r11, 64
     inc rbx
     dec r13
 .Lc1_j515:
@@ -21320,260 +21537,265 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d18083_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d18083_s_t
-.Lc1_d18083_j:
+    lea rcx, [rip + .Lc1_d18184_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18184_s_t
+.Lc1_d18184_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18083_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d18184_s:
     ret
     .popsection
-    mov eax, eax
-    mov dword ptr [r15 + 0], 63
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 141
-    mov rax, rax
+    mov eax, r9d
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 162
+    mov ecx, ecx
+    mov dword ptr [r15 + 640], eax
+    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 100
+    mov eax, 96
     jmp 1f
 1:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], eax
-    mov rbp, rcx
-    mov ebp, 39
-    mov ebp, r9d
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
 .Lc1_j516:
-    mov qword ptr [r15 + 128], rax
-    mov ecx, ecx
-    movzx r9d, byte ptr [r15 + 384]
-    add r9, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 256]
-    mov rbp, r10
-    mov qword ptr [r15 + 192], rcx
-    and rbp, 448
+    jmp 1f
+1:
+    mov rsi, r9
+    mov dword ptr [r15 + 576], 121
+    mov qword ptr [r15 + r8 + 896], rbp
+    add rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, eax
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
     mov r8, r11
-    mov ecx, dword ptr [r15 + rbp + 832]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 125
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, 159
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
 .Lc1_j517:
     jz .Lc1_b10_done
 .Lc1_b10_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov r9, r11
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
+    lea rcx, [rip + .Lc1_d18233_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18233_s_t
+.Lc1_d18233_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18233_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    vmovq xmm9, rcx
+    movzx r9d, byte ptr [r15 + 512]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 22
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], r8b
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 256], 0
+    movzx esi, r9b
+    movzx esi, byte ptr [r15 + 384]
+    mov ecx, r8d
+    test ebx, 1152
+    jnz 1f
 1:
 .Lc1_j518:
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 576]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 179
-    mov qword ptr [r15 + 128], rax
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 33
-    mov dword ptr [r15 + 448], r8d
-    and r9d, dword ptr [r15 + 256]
-    vmovdqu xmmword ptr [r15 + 64], xmm11
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm9
+    mov esi, dword ptr [r15 + 128]
+    and esi, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 64]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov r9, r9
+    mov r9d, dword ptr [r15 + r8 + 3456]
+    mov qword ptr [r15 + 448], rsi
+    mov esi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j519:
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    lea rcx, [rip + .Lc1_d18177_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18177_s_t
-.Lc1_d18177_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d18284_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d18284_s_t
+.Lc1_d18284_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18177_s:
+.Lc1_d18284_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8d, r8d
-    vpxor xmm11, xmm11, xmm4
-    jmp 1f
-1:
-    mov ecx, eax
-    mov ecx, r9d
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], r8d
-    jmp 1f
-1:
+    mov rbp, r11
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ecx, 221
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov rax, r9
-    test ebx, 30720
-    jz 1f
+    jmp 1f
+1:
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov edx, eax
+    mov rdx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j520:
+    add qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 512]
+    and ecx, dword ptr [r15 + 192]
+    mov rax, rbp
+    mov rax, rbp
+    mov eax, dword ptr [r15 + 576]
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r9, rcx
-    mov byte ptr [r15 + 0], al
-    mov r8d, 215
+    mov rbp, qword ptr [r15 + 448]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3392], 37
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 128]
-    test ebx, 2147483648
+    mov edx, dword ptr [r15 + 128]
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j521:
-    mov r8, qword ptr [r15 + 256]
-    add r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r8
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 256], rax
+    mov eax, r8d
+    mov ebp, dword ptr [r15 + 768]
     mov r8, r11
     jmp 1f
 1:
-    mov rdx, rsi
-    mov edx, dword ptr [r15 + 384]
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov rbp, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 512]
-    mov r8, rsi
-    mov qword ptr [r15 + r9 + 3456], rdx
+    mov dword ptr [r15 + 64], ecx
+    mov byte ptr [r15 + 128], dl
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov rax, rbp
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j522:
     jz .Lc1_b10_done
 .Lc1_b10_c50:
-    lea rcx, [rip + .Lc1_d18235_s]
+    lea rcx, [rip + .Lc1_d18338_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18235_s_t
-.Lc1_d18235_j:
+    call .Lc1_d18338_s_t
+.Lc1_d18338_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18235_s:
+.Lc1_d18338_s:
     ret
     .popsection
     jmp 1f
 1:
-    vpmovmskb edx, xmm5
-    movsxd rdx, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov esi, eax
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
-    mov dword ptr [r15 + 512], edx
-    mov eax, 177
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 192], 9
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8, r11
+    mov ecx, ecx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 184
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov rbp, rax
-    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov rax, rbp
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 42
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1408
     jz 1f
 1:
 .Lc1_j523:
-    vpaddd xmm11, xmm11, xmm11
-    mov rbp, r11
+    vpaddd xmm9, xmm9, xmm9
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdx
-    movzx eax, byte ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 128]
-    mov rbp, rax
+    mov eax, dword ptr [r15 + 64]
     mov rbp, r11
-    mov r9d, edx
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 190
+    mov dword ptr [r15 + 640], r8d
+    mov r8, rax
+    mov r8d, eax
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 384], al
     and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
-    mov dword ptr [r15 + 64], 126
-    add rax, qword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], r9
-    mov rbp, qword ptr [r15 + 64]
-    mov r9d, esi
-    movsxd r9, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rax
+    mov ebp, eax
+    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -21583,329 +21805,324 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18291_s]
+    lea rcx, [rip + .Lc1_d18394_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18291_s_t
-.Lc1_d18291_j:
+    call .Lc1_d18394_s_t
+.Lc1_d18394_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18291_s:
+.Lc1_d18394_s:
     ret
     .popsection
+    movzx eax, byte ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, esi
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov r8, rdi
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    jmp 1f
+1:
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 768]
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
 .Lc1_j525:
+    mov r8, r11
     jmp 1f
 1:
-    mov rdi, rbp
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 8128
+    mov r9, r11
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov edi, edi
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov edi, esi
+    mov dword ptr [r15 + 320], 2
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov eax, esi
-    mov dword ptr [r15 + 320], 119
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 123
-    and edi, dword ptr [r15 + 384]
+    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 119
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    mov ebp, edi
+    mov dword ptr [r15 + 512], 251
+    mov rcx, r8
+    mov ecx, edi
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j526:
     jz .Lc1_b10_done
 .Lc1_b10_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d18342_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d18342_s_t
-.Lc1_d18342_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d18342_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r8, r10
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rax
-    mov ecx, 180
-    jmp 1f
-1:
-    vpmovmskb eax, xmm11
-    mov eax, dword ptr [r15 + 768]
-    mov r8, r8
-    mov r8d, 223
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
+    mov edi, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    xor dword ptr [r15 + 0], edi
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov edi, r8d
+    mov edi, dword ptr [r15 + 128]
+    test ebx, 2147483648
+    jnz 1f
 1:
 .Lc1_j527:
+    mov r8, rcx
+    .byte 0x66, 0x90
+    movzx edi, cl
+    add rdi, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, r11
+    mov rcx, rcx
+    mov ecx, 151
+    mov ecx, 157
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 25
+    mov qword ptr [r15 + 256], rdi
     jmp 1f
 1:
-    mov r8, r8
-    mov qword ptr [r15 + 192], rax
-    mov qword ptr [r15 + 320], rcx
-    mov dword ptr [r15 + 512], 220
-    jmp 1f
-1:
-    mov eax, r8d
-    mov r8, r10
-    vmovq qword ptr [r15 + 704], xmm11
-    mov dword ptr [r15 + 128], eax
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
+    mov ecx, edi
+    and ecx, dword ptr [r15 + 512]
+    test ebx, 47104
     jnz 1f
 1:
 .Lc1_j528:
-    mov eax, eax
+    mov byte ptr [r15 + 576], r8b
+    mov r9, r11
+    mov qword ptr [r15 + 64], rcx
+    movsxd rdi, dword ptr [r15 + 448]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm9
+    mov r8d, ecx
     jmp 1f
 1:
-    movzx r8d, r8b
-    xor dword ptr [r15 + 64], eax
-    mov ecx, ecx
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 256]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 448], al
-    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    vpmovmskb r8d, xmm9
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov r8d, dword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
 .Lc1_j529:
     jz .Lc1_b10_done
 .Lc1_b10_c53:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 64], eax
-    movzx r8d, al
-    mov byte ptr [r15 + 576], al
-    mov ecx, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 132
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 320]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], eax
-    mov eax, dword ptr [r15 + r8 + 1408]
-    and eax, dword ptr [r15 + 512]
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov r8, r11
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 64]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r9b
-    add r9, qword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j530:
-    jz .Lc1_b10_done
-.Lc1_b10_c54:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18442_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18442_s_t
-.Lc1_d18442_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d18498_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d18498_s_t
+.Lc1_d18498_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18442_s:
+.Lc1_d18498_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 704], 95
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 896]
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 448]
-    movzx edx, bpl
-    mov dword ptr [r15 + 512], 49
+    movsxd rdi, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 256]
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 704]
+    and ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov edi, ecx
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0xd2bec333
+    jae 1f
+1:
+.Lc1_j530:
+    mov byte ptr [r15 + 64], r8b
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], ebp
+    movzx esi, byte ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 3456], 223
+    movsxd r8, dword ptr [r15 + 384]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j531:
+    jz .Lc1_b10_done
+.Lc1_b10_c54:
+    lea rcx, [rip + .Lc1_d18544_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18544_s_t
+.Lc1_d18544_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18544_s:
+    ret
+    .popsection
+    mov rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    jmp 1f
+1:
+    movzx edi, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 256], 255
+    movzx edx, byte ptr [r15 + 576]
+    movzx ecx, bpl
+    mov rbp, r10
+    mov esi, 27
+    movsxd rsi, dword ptr [r15 + 448]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j531:
-    movzx ecx, al
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov rax, qword ptr [r15 + 320]
-    mov ecx, ebp
-    and ecx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    cmp dword ptr [r15 + 67117723], 0xd2bec333
-    jae 1f
-1:
 .Lc1_j532:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov rbp, r11
-    jmp 1f
-1:
+    mov rdi, rbp
+    mov edi, dword ptr [r15 + 64]
+    and edi, dword ptr [r15 + 512]
+    movzx esi, sil
+    add rsi, qword ptr [r15 + 768]
+    mov rbp, r10
+    lea r8, [r10 + r10*1]
     mov qword ptr [r15 + 128], rcx
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 192], r8b
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, r8
+    and rbp, 16320
+    movsxd rdx, dword ptr [r15 + rbp + 15680]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, edx
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 320], xmm9
+    mov dword ptr [r15 + 384], 202
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 832], rdx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j533:
     jz .Lc1_b10_done
 .Lc1_b10_c55:
-    lea rcx, [rip + .Lc1_d18491_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d18600_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18491_s_t
-.Lc1_d18491_j:
+    call .Lc1_d18600_s_t
+.Lc1_d18600_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18491_s:
+.Lc1_d18600_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov r8d, 29
-    mov r8, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, 16
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], al
+    mov dword ptr [r15 + 640], 28
     jmp 1f
 1:
-    vpxor xmm11, xmm11, xmm2
-    mov eax, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov rcx, qword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 512]
+    vpxor xmm9, xmm9, xmm0
+    mov eax, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov qword ptr [r15 + 448], r9
-    test ebx, 640
-    jnz 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j534:
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov ecx, 188
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], ebp
-    movzx r9d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 256], 60
-    mov dword ptr [r15 + 128], 80
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], cl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 8128
     mov r8, r11
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov dword ptr [r15 + 256], 46
     and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
 .Lc1_j535:
@@ -21914,70 +22131,95 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d18547_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d18649_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d18547_s_t
-.Lc1_d18547_j:
+    call .Lc1_d18649_s_t
+.Lc1_d18649_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18547_s:
+.Lc1_d18649_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rax, dword ptr [r15 + 128]
+    mov r8, r11
+    and ebp, dword ptr [r15 + 64]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov r8, r11
-    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 85
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], al
+    mov dword ptr [r15 + 768], 25
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    add rax, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov r8d, ecx
-    test ebx, 1073741824
+    mov byte ptr [r15 + 704], cl
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j536:
-    vpcmpeqb xmm4, xmm4, xmm11
-    mov r8, r11
+    vmovq qword ptr [r15 + 320], xmm2
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dl
-    mov dword ptr [r15 + 256], 51
-    mov byte ptr [r15 + 640], al
-    movzx edx, byte ptr [r15 + 512]
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 63
-    mov dword ptr [r15 + 192], 14
     jmp 1f
 1:
-    mov r8, r10
-    mov qword ptr [r15 + 384], rdx
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov edx, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 192]
+    and r9, 1984
+    add rsi, qword ptr [r15 + r9 + 1344]
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 51
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], sil
+    add rcx, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
 .Lc1_j537:
@@ -21986,70 +22228,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18601_s]
+    lea rcx, [rip + .Lc1_d18714_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18601_s_t
-.Lc1_d18601_j:
+    call .Lc1_d18714_s_t
+.Lc1_d18714_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18601_s:
+.Lc1_d18714_s:
     ret
     .popsection
-    movzx r8d, byte ptr [r15 + 384]
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 256], rcx
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], rcx
-    movzx eax, r8b
-    mov eax, 255
-    mov dword ptr [r15 + 448], 6
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm9, xmm9, xmm13
+    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], al
+    mov rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 0], 6
+    mov eax, 116
+    mov qword ptr [r15 + 0], rcx
     test ebx, 384
     jnz 1f
 1:
 .Lc1_j538:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r8
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 704]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r9, r11
     mov eax, 70
-    mov r8, r10
-    mov qword ptr [r15 + 320], rcx
+    and r9, 448
+    mov r8, r11
+    movzx edi, byte ptr [r15 + r9 + 832]
     and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    add rax, qword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + r8 + 3392]
+    or qword ptr [r15 + 512], 96
+    mov qword ptr [r15 + 192], r9
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
 .Lc1_j539:
+    mov qword ptr [r15 + 256], rax
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 576]
+    mov rax, rdi
+    mov rbp, r10
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, al
-    and ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov r8, rax
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + 64], r8d
+    movzx eax, r9b
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 384], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -22057,304 +22297,276 @@ ditto_body_c1:
 .Lc1_j540:
     jz .Lc1_b10_done
 .Lc1_b10_c58:
-    movzx r8d, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d18768_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d18768_s_t
+.Lc1_d18768_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18768_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 20
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov esi, 253
+    movsxd rsi, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 73
+    mov r9, r10
     .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 253
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 384]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 512]
-    test ebx, 1073741824
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j541:
-    mov dword ptr [r15 + 576], 188
     jmp 1f
 1:
-    mov r8, r11
+    mov byte ptr [r15 + 704], dil
+    movsxd rdi, dword ptr [r15 + 128]
+    vpmovmskb r9d, xmm9
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, 130
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 102
-    lea rbp, [r11 + r11*1]
+    movzx esi, al
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    movzx esi, cl
+    and eax, dword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 512]
+    mov r9d, r9d
+    mov dword ptr [r15 + 384], 244
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 192]
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], al
-    movsxd rcx, dword ptr [r15 + 448]
-    and ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm11
+    mov rsi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov rdi, r8
-    movzx edi, byte ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j542:
     jz .Lc1_b10_done
 .Lc1_b10_c59:
-    lea rcx, [rip + .Lc1_d18703_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18703_s_t
-.Lc1_d18703_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d18703_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 192], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    mov edi, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov ebp, 234
+    movzx ebp, sil
+    mov ebp, eax
+    mov dword ptr [r15 + 192], eax
+    vmovdqu ymmword ptr [r15 + 768], ymm9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rdi
-    mov rcx, rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov rdi, rcx
-    mov edi, 107
     jmp 1f
 1:
-    mov eax, 42
-    mov dword ptr [r15 + 0], ecx
-    xor dword ptr [r15 + 512], ecx
-    mov edi, dword ptr [r15 + 128]
-    test ebx, 384
-    jz 1f
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0xd2bec333
+    jae 1f
 1:
 .Lc1_j543:
-    and ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    movzx r9d, dil
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov esi, 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 704], al
+    mov rax, rbp
     and rbp, 1984
-    add rax, qword ptr [r15 + rbp + 1344]
-    mov r8, r11
-    movzx ebp, sil
-    movsxd rbp, dword ptr [r15 + 448]
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + rbp + 1344], 17
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rbp
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], bpl
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov edx, 185
+    mov edx, 160
+    mov rbp, r11
+    mov r8d, 191
+    mov r8d, eax
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx edx, dl
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j544:
     jz .Lc1_b10_done
 .Lc1_b10_c60:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d18762_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d18762_s_t
-.Lc1_d18762_j:
+    lea rcx, [rip + .Lc1_d18871_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18871_s_t
+.Lc1_d18871_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18762_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d18871_s:
     ret
     .popsection
-    mov r8, rax
-    mov r8d, 159
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8d, 98
-    test ebx, 896
-    jz 1f
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j545:
-    movsxd r8, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx esi, sil
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r8d, eax
+    mov r8, r11
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r9, r11
+    movzx r8d, al
+    mov r8d, 175
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], ecx
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    movsxd rsi, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 192]
-    mov r9, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j546:
-    movzx ecx, r8b
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], r9d
     mov r9, r11
+    mov rax, rax
+    mov rax, r8
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov eax, esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
+    mov byte ptr [r15 + 512], r8b
+    movsxd r8, dword ptr [r15 + 384]
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 448]
+    movzx r9d, cl
+    mov r9d, 29
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j547:
     jz .Lc1_b10_done
 .Lc1_b10_c61:
-    lea rcx, [rip + .Lc1_d18829_s]
+    lea rcx, [rip + .Lc1_d18925_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18829_s_t
-.Lc1_d18829_j:
+    call .Lc1_d18925_s_t
+.Lc1_d18925_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18829_s:
+.Lc1_d18925_s:
     ret
     .popsection
-    mov esi, 164
+    mov dword ptr [r15 + 0], 159
+    mov r8d, 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, esi
-    mov rbp, rsi
-    mov dword ptr [r15 + 0], 174
-    mov ecx, 4
+    mov r9, rcx
+    mov r9d, 159
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
-    mov rcx, rcx
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 384]
+    mov rax, rax
+    mov byte ptr [r15 + 64], cl
+    mov rbp, r11
+    mov eax, 161
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j548:
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 640], esi
-    jmp 1f
-1:
-    mov ecx, 161
-    mov byte ptr [r15 + 576], sil
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rsi
-    mov esi, 71
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 512]
     and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + rbp + 7488], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    popcnt rbp, rdx
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 102
+    mov qword ptr [r15 + 256], rbp
+    and r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    mov ebp, 104
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], r8d
+    mov r8, r11
+    mov dword ptr [r15 + 704], 25
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    popcnt r9, rax
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j549:
@@ -22366,126 +22578,151 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4096
     setz al
-    lea rcx, [rip + .Lc1_d18884_s]
+    lea rcx, [rip + .Lc1_d18982_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d18884_s_t
-.Lc1_d18884_j:
+    call .Lc1_d18982_s_t
+.Lc1_d18982_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18884_s:
+.Lc1_d18982_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8d, eax
-    movzx r8d, cl
-    movzx r8d, al
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], eax
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 0], eax
+    mov rbp, r10
+    mov eax, ecx
+    movzx eax, cl
+    movzx eax, bpl
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 768], eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9d, 254
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm4
-    mov eax, 204
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], r8d
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 2432
+    jz 1f
 1:
 .Lc1_j550:
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov r9, r11
-    mov dword ptr [r15 + 256], eax
-    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov edi, 239
-    and r9, 448
-    and r8d, dword ptr [r15 + r9 + 832]
-    and r8d, dword ptr [r15 + 128]
-    mov rcx, rbp
-    mov dword ptr [r15 + 320], eax
-    mov byte ptr [r15 + 512], r8b
-    mov dword ptr [r15 + 128], edi
-    mov dword ptr [r15 + 384], eax
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov r9d, 131
+    mov r9, r10
+    and ebp, dword ptr [r15 + 192]
+    and r9, 8128
+    lea r8, [r11 + r11*1]
+    and ebp, dword ptr [r15 + r9 + 7488]
+    mov r9, rcx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 512], ecx
+    mov dword ptr [r15 + r8 + 3456], ebp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j551:
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    mov eax, 7
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d19034_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d19034_s_t
+.Lc1_d19034_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d19034_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ebp, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, 245
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    and eax, dword ptr [r15 + 0]
-    movzx ecx, al
+    mov r8, r11
+    mov r9, r10
+    vpxor xmm9, xmm9, xmm4
+    and r9, 16320
+    mov ecx, dword ptr [r15 + r9 + 15680]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
     mov rbp, r11
-    mov rsi, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 192]
+    mov r9, rax
+    mov dword ptr [r15 + 128], eax
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
+    mov r9d, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j552:
+    movzx eax, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 123
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    or qword ptr [r15 + 320], 7
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 768], 122
-    mov edx, 194
-    mov rdx, rbp
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    mov esi, 237
-    mov rsi, rbp
-    mov esi, edx
-    mov dword ptr [r15 + 256], 83
+    mov r9d, eax
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 115
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8d, ebp
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j553:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 384]
+    and r9d, dword ptr [r15 + 512]
     movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 204
-    mov r8, r11
-    vmovdqu xmm5, xmmword ptr [r15 + 576]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx eax, r8b
+    mov byte ptr [r15 + 256], r9b
+    movsxd rcx, dword ptr [r15 + 640]
     jmp 1f
 1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j553:
+.Lc1_j554:
     jnz .Lc1_b10_c0
 .Lc1_b10_done:
 // block 6: 2048 bytes, 8 chunk(s), 16 chunk executions per call
@@ -22496,221 +22733,165 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b6_c0
     .p2align 11
 .Lc1_b6_c0:
-    mov rbp, r10
-    mov byte ptr [r15 + 384], dil
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dl
-    mov rdi, rcx
-    mov edi, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ebp, 104
-    mov rbp, qword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 512]
-    mov r8d, edi
-    mov byte ptr [r15 + 320], dil
-    mov rax, qword ptr [r15 + 320]
-    mov esi, 13
-    mov edi, 135
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 640]
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov edx, 251
+    mov edx, ebp
+    movzx edx, byte ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 448]
+    vpaddd xmm13, xmm13, xmm13
+    vpaddd xmm3, xmm3, xmm3
+    movzx edi, byte ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 576], esi
+    mov byte ptr [r15 + 640], dl
+    mov r9d, dword ptr [r15 + 576]
+    mov r9, r10
+    mov edx, dword ptr [r15 + 704]
+    mov byte ptr [r15 + rbp + 7552], dil
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j338:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rax
+.Lc1_j337:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rdx
+    mov edi, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 256]
     mov rdx, qword ptr [r15 + 192]
-    vpaddd xmm1, xmm1, xmm1
-    movzx eax, byte ptr [r15 + 768]
-    mov r9d, edi
-    mov r9, r10
-    mov qword ptr [r15 + 128], rax
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], 6
-    vpaddd xmm1, xmm1, xmm1
-    mov byte ptr [r15 + 576], dil
-    movzx eax, dl
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], ebp
+    movsxd r9, dword ptr [r15 + 384]
+    mov rsi, rbp
+    mov r8, r10
+    mov ecx, 47
+    mov qword ptr [r15 + 64], rsi
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], cl
+    mov dword ptr [r15 + 128], 141
+    mov ebp, esi
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx ecx, cl
+    mov rsi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 768], bpl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j339:
+.Lc1_j338:
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov qword ptr [r15 + 64], r9
-    movzx ebp, al
-    movzx ebp, al
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 64]
-    lea r9, [r10*4]
-    mov esi, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 448], rbp
-    mov rax, qword ptr [r15 + 768]
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 1024]
-    mov edx, dword ptr [r15 + 704]
-    mov rdi, r9
-    mov dword ptr [r15 + r9 + 896], 179
-    mov r8, r10
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 128]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dl
-    mov dword ptr [r15 + 192], 157
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
+    mov ebp, 201
+    mov dword ptr [r15 + 64], 139
+    lea r8, [r10 + r10*2]
+    mov qword ptr [r15 + 256], rsi
+    mov rcx, rbp
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 896]
+    movzx ebp, bpl
+    mov rdx, qword ptr [r15 + 256]
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    mov qword ptr [r15 + 512], rcx
+    mov rax, r9
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 192]
+    movzx r9d, bpl
+    mov qword ptr [r15 + 576], rsi
+    mov byte ptr [r15 + 448], al
+    mov ecx, dword ptr [r15 + 320]
+    test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j340:
-    movsxd r8, dword ptr [r15 + 256]
-    movzx ebp, bpl
-    mov byte ptr [r15 + 640], r8b
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov rbp, rdi
-    mov rbp, qword ptr [r15 + r9 + 960]
-    movsxd r8, dword ptr [r15 + 128]
-    mov edi, 242
-    mov edi, dword ptr [r15 + 704]
-    mov r9d, 48
-    mov r9d, 10
-    mov r9d, dword ptr [r15 + 128]
-    mov rax, rdi
-    mov qword ptr [r15 + 512], r9
+.Lc1_j339:
+    mov rbp, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 832], 241
+    mov rsi, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 768]
+    mov esi, 83
+    mov esi, edx
+    mov dword ptr [r15 + r8 + 960], eax
+    movzx edx, sil
+    mov edx, dword ptr [r15 + 704]
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j341:
+.Lc1_j340:
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d14764_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14764_s_t
-.Lc1_d14764_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14764_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov eax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], cl
-    mov qword ptr [r15 + 64], rcx
-    mov ebp, eax
-    mov rbp, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 768], ymm1
-    add qword ptr [r15 + 64], rax
-    mov r8, r10
+    mov rbp, r10
+    lea r9, [r10*4]
+    mov edx, 105
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
     and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov rdi, rcx
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    movzx ecx, cl
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j342:
-    mov dword ptr [r15 + 512], ebp
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 448]
-    mov ebp, edi
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov edi, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], sil
-    mov rbp, rsi
-    mov rbp, rcx
-    movzx ebp, byte ptr [r15 + r8 + 3456]
-    movzx esi, cl
-    mov esi, dword ptr [r15 + 192]
-    mov r8, rbp
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j343:
-    jz .Lc1_b6_done
-.Lc1_b6_c3:
-    mov dword ptr [r15 + 768], ebp
-    lea r8, [r10 + r10*1]
-    mov r9, r10
-    mov ebp, dword ptr [r15 + 128]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm1
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 448], sil
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r15 + 384]
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7552]
-    mov rdi, r8
-    movzx edi, r9b
-    movzx edi, byte ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 384]
-    mov r9d, 254
+    movzx eax, byte ptr [r15 + r9 + 7552]
+    mov rbp, r9
+    add qword ptr [r15 + 704], rdx
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    mov ebp, edx
+    mov rbp, rdx
+    vmovdqu ymmword ptr [r15 + 768], ymm13
+    mov ecx, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + r9 + 7488]
+    movzx ebp, byte ptr [r15 + r9 + 7616]
+    mov edi, edx
+    .byte 0x66, 0x90
+    movzx r8d, byte ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 64]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + r9 + 7680]
+    mov r9, rdx
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j344:
-    movzx r9d, byte ptr [r15 + 320]
-    mov esi, r8d
-    movzx esi, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movzx eax, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 576], rcx
-    mov r8d, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 704]
-    mov ecx, 229
-    movsxd rcx, dword ptr [r15 + 192]
-    mov edi, 237
-    mov edi, 216
-    mov rdi, rcx
+.Lc1_j341:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], r9d
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r10
+    mov byte ptr [r15 + 512], r9b
+    mov rcx, rcx
+    movzx esi, r8b
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    movzx ecx, bpl
+    mov qword ptr [r15 + 320], r9
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, 51
+    mov ebp, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], dl
+    inc dword ptr [r15 + 128]
     mov edi, ebp
-    mov edi, r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j345:
+.Lc1_j342:
     jz .Lc1_b6_done
-.Lc1_b6_c4:
+.Lc1_b6_c3:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14858_s]
+    lea rcx, [rip + .Lc1_d14923_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14858_s_t
-.Lc1_d14858_j:
+    call .Lc1_d14923_s_t
+.Lc1_d14923_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14858_s:
+.Lc1_d14923_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -22727,101 +22908,157 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9d, eax
-    mov qword ptr [r15 + 128], rcx
-    mov rsi, rcx
-    mov rax, r9
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 704]
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3456]
-    lea r9, [r10 + r10*2]
-    mov byte ptr [r15 + 320], bpl
-    mov edi, ebp
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 960]
-    mov edi, ecx
-    mov rdi, rcx
-    mov rdi, qword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + r9 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j346:
-    mov dword ptr [r15 + 128], ebp
-    mov ecx, 245
-    mov ecx, ebp
-    mov qword ptr [r15 + 64], rax
-    mov esi, 53
-    mov dword ptr [r15 + 640], r9d
-    mov rax, qword ptr [r15 + r9 + 832]
-    lock add qword ptr [r15 + rbp + 3392], rsi
-    mov ecx, eax
+    movzx eax, byte ptr [r15 + 320]
+    lea rbp, [r10 + r10*2]
+    mov ecx, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 256]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7616]
+    mov rsi, qword ptr [r15 + rbp + 7488]
     mov r9, r10
-    mov dword ptr [r15 + 64], 75
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 512], rcx
-    movsxd rsi, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 640]
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9, rcx
+    mov r9d, edi
+    movzx r9d, byte ptr [r15 + 192]
+    mov r9d, 146
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j343:
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rdi
+    mov r9d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm3
+    mov edi, 214
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 576]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov eax, r9d
+    mov eax, 115
+    movzx eax, r8b
+    mov eax, ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j347:
+.Lc1_j344:
     jz .Lc1_b6_done
-.Lc1_b6_c5:
+.Lc1_b6_c4:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14914_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14914_s_t
-.Lc1_d14914_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d14976_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14976_s_t
+.Lc1_d14976_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14914_s:
+.Lc1_d14976_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rax, dword ptr [r15 + 128]
-    mov rcx, rsi
-    movzx ecx, sil
+    mov rax, qword ptr [r15 + 320]
+    mov ecx, ecx
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 384]
     mov ecx, eax
-    mov dword ptr [r15 + 768], 68
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    mov esi, eax
-    mov qword ptr [r15 + 448], rcx
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rax, rax
-    mov esi, dword ptr [r15 + 448]
-    mov r9, r10
-    movzx ecx, cl
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j348:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], esi
-    movzx r9d, byte ptr [r15 + 384]
-    vpshufd xmm1, xmm1, 189
-    mov rbp, r10
-    mov r8, r10
+    mov ecx, ebp
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
+    mov dword ptr [r15 + rbp + 3456], eax
+    mov qword ptr [r15 + 128], rdi
+    mov qword ptr [r15 + 64], rax
+    mov ecx, dword ptr [r15 + 768]
+    mov r8, r10
+    mov edi, edi
     and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, rax
-    mov ebp, esi
-    mov qword ptr [r15 + 512], r8
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 128], esi
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov rdi, rax
+    mov edi, 244
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j345:
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 896]
+    mov rdi, qword ptr [r15 + r8 + 832]
+    mov rcx, rcx
+    mov ecx, 53
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], eax
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
+    mov ecx, eax
+    mov dword ptr [r15 + 192], 249
+    mov byte ptr [r15 + 320], al
+    mov rbp, rdi
+    movsxd rbp, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j349:
+.Lc1_j346:
+    jz .Lc1_b6_done
+.Lc1_b6_c5:
+    lea rcx, [rip + .Lc1_d15023_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15023_s_t
+.Lc1_d15023_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15023_s:
+    ret
+    .popsection
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + 256], rbp
+    mov rdi, qword ptr [r15 + 640]
+    mov r8, rbp
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], ecx
+    mov rsi, r8
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm3
+    mov dword ptr [r15 + 576], 19
+    mov qword ptr [r15 + 512], rcx
+    mov r8d, eax
+    vpshufd xmm3, xmm13, 111
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j347:
+    mov dword ptr [r15 + 128], 63
+    mov dword ptr [r15 + 256], eax
+    mov ecx, dword ptr [r15 + 384]
+    mov r9d, r9d
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + rbp + 1408], ecx
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 64], cl
+    mov edi, ebp
+    vpor xmm3, xmm3, xmm3
+    mov ecx, dword ptr [r15 + 128]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j348:
     jz .Lc1_b6_done
 .Lc1_b6_c6:
     mov rax, qword ptr [r15 + 67117720]
@@ -22830,94 +23067,95 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d14960_s]
+    lea rcx, [rip + .Lc1_d15072_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14960_s_t
-.Lc1_d14960_j:
+    call .Lc1_d15072_s_t
+.Lc1_d15072_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14960_s:
+.Lc1_d15072_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rax, dword ptr [r15 + 256]
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 128]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    mov esi, dword ptr [r15 + rbp + 896]
-    mov r9, r8
-    mov r9d, ecx
-    mov rax, qword ptr [r15 + 320]
-    movzx ebp, sil
-    mov rbp, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 64]
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov esi, esi
+    mov eax, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 320]
+    movzx esi, al
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*2]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15744], eax
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3520]
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + r8 + 15680], rsi
+    mov rdi, rsi
+    movzx edi, byte ptr [r15 + rbp + 3456]
+    mov r8d, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j350:
-    mov dword ptr [r15 + 640], eax
-    mov r8d, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 192], ymm3
-    mov rsi, qword ptr [r15 + r9 + 7552]
-    mov byte ptr [r15 + 576], bpl
-    mov byte ptr [r15 + 576], al
-    movzx r9d, sil
+.Lc1_j349:
     mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 448], edx
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 768]
+    mov esi, r9d
+    mov esi, eax
+    movzx esi, byte ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 192]
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 3392], sil
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    movzx eax, sil
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 448], esi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j351:
+.Lc1_j350:
     jz .Lc1_b6_done
 .Lc1_b6_c7:
-    lea r9, [r10 + r10*2]
-    mov dword ptr [r15 + 384], 22
-    mov r8, r10
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1472]
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 128], eax
-    movzx r8d, r8b
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov r8d, dword ptr [r15 + 384]
-    movzx esi, dl
-    mov rsi, qword ptr [r15 + rbp + 896]
-    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 768], 22
+    mov esi, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov r8d, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    movzx edi, sil
+    movsxd rdi, dword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 320]
+    movzx ebp, sil
+    mov rbp, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 64]
+    movzx edx, al
+    movzx edx, sil
+    mov edx, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 576]
+    mov esi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j351:
+    mov qword ptr [r15 + 256], rdi
+    mov rbp, r10
+    mov dword ptr [r15 + 640], 97
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov rdi, rsi
+    mov edi, 51
+    mov dword ptr [r15 + 704], 138
+    mov rsi, rax
+    mov dword ptr [r15 + 320], ecx
     movzx ebp, bpl
-    movzx ebp, dil
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov ebp, ecx
-    mov qword ptr [r15 + 128], r8
-    mov dword ptr [r15 + 320], 97
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, rax
-    mov r8d, 51
-    or qword ptr [r15 + 448], 69
-    mov r8, r8
-    mov dword ptr [r15 + r9 + 1408], ebp
-    movzx r9d, bpl
-    mov dword ptr [r15 + 128], 36
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, rbp
-    mov r9, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 512], xmm1
-    add qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 512], 36
+    mov rsi, qword ptr [r15 + 448]
+    mov rcx, rbp
+    mov rcx, qword ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 448], xmm3
+    mov qword ptr [r15 + 384], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -22955,226 +23193,211 @@ ditto_body_c1:
     jmp .Lc1_b7_c7
     .p2align 11
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d15060_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15060_s_t
-.Lc1_d15060_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15060_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d15074_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15074_s_t
-.Lc1_d15074_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15074_s:
-    ret
-    .popsection
-    mov rbp, r11
-    mov qword ptr [r15 + 256], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    movsxd rax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], eax
-    mov rcx, rax
-    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + rbp + 1344], r8
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rbp
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 640]
-    mov esi, 26
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    movzx ebp, cl
-    lea rbp, [r11 + r11*1]
-    movzx r9d, sil
-    mov r9d, 248
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], eax
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
-    mov qword ptr [r15 + 192], rdi
-    mov eax, 241
-    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov dword ptr [r15 + 704], ebp
+    mov qword ptr [r15 + 320], rax
+    lea r8, [r11 + r11*1]
+    mov rdx, rax
+    movzx edx, byte ptr [r15 + 128]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm3
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edi, 31
+    mov edi, 164
+    movzx edi, dl
+    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 832], al
+    mov ebp, 241
+    mov qword ptr [r15 + 64], rdx
+    mov byte ptr [r15 + 768], dil
+    and eax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j353:
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    movsxd rdi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 0], eax
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d15221_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15221_s_t
+.Lc1_d15221_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15221_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 320], 152
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    mov ecx, 41
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 66
-    movzx edi, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 192], r9b
-    movzx eax, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 704]
-    mov ebp, 232
-    mov ebp, 14
+    mov edi, 67
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov rax, qword ptr [r15 + 448]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    movsxd rsi, dword ptr [r15 + 384]
     mov r8, r11
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    and eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rcx
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + r9 + 896]
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 128]
-    movzx edx, sil
+    mov dword ptr [r15 + 192], ecx
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rsi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 64]
+    movzx esi, al
+    movzx esi, byte ptr [r15 + r9 + 7552]
+    mov r9d, dword ptr [r15 + 64]
+    vmovdqu xmm6, xmmword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rsi
+    mov dword ptr [r15 + 256], 0
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j354:
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    lea rcx, [rip + .Lc1_d15169_s]
+    lea rcx, [rip + .Lc1_d15271_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15169_s_t
-.Lc1_d15169_j:
+    call .Lc1_d15271_s_t
+.Lc1_d15271_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15169_s:
+.Lc1_d15271_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 192], ecx
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    jmp 1f
-1:
-    vpmovmskb ecx, xmm1
-    mov dword ptr [r15 + 128], ecx
     mov r9, r11
-    mov byte ptr [r15 + 576], cl
+    jmp 1f
+1:
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov esi, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 448]
+    vpmovmskb r8d, xmm3
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 64]
+    mov rdi, rcx
+    jmp 1f
+1:
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], edi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov rcx, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + r9 + 1408]
+    movzx r8d, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], ecx
-    mov rbp, rcx
-    mov ebp, dword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 82
-    lea r8, [r11 + r11*1]
-    mov edi, dword ptr [r15 + 512]
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3456]
-    mov byte ptr [r15 + 320], dl
-    mov byte ptr [r15 + 448], al
-    mov edx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j355:
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    lea rcx, [rip + .Lc1_d15217_s]
+    lea rcx, [rip + .Lc1_d15320_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15217_s_t
-.Lc1_d15217_j:
+    call .Lc1_d15320_s_t
+.Lc1_d15320_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15217_s:
+.Lc1_d15320_s:
     ret
     .popsection
-    movzx edx, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -23183,59 +23406,59 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 576]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov rdi, rdx
-    movsxd rdi, dword ptr [r15 + 320]
-    mov esi, edx
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov rdi, r9
+    mov edi, dword ptr [r15 + 320]
+    mov ebp, ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm1
+    vmovdqu ymmword ptr [r15 + 192], ymm6
     jmp 1f
 1:
-    movzx edx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    mov ecx, 188
-    and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    movzx edx, byte ptr [r15 + 384]
-    mov ecx, edi
+    movzx ebp, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, ebp
     jmp 1f
 1:
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    and r9, 1984
+    mov r8, qword ptr [r15 + 448]
     mov r8, r11
-    mov rax, qword ptr [r15 + r9 + 1344]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdi
-    mov dword ptr [r15 + 448], 221
+    mov r9, r11
+    mov edx, 188
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rbp
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9d, edx
     jmp 1f
 1:
-    mov edi, 190
-    mov rdi, rax
+    and r8d, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov r8d, eax
+    movzx ebp, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], r8
+    mov esi, r8d
+    jmp 1f
+1:
+    mov eax, 190
+    mov r8, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 125
+    mov r8d, ebp
     jmp 1f
 1:
     jmp 1f
@@ -23246,253 +23469,257 @@ ditto_body_c1:
 .Lc1_j356:
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d15279_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15279_s_t
-.Lc1_d15279_j:
+    lea rcx, [rip + .Lc1_d15379_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15379_s_t
+.Lc1_d15379_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15279_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d15379_s:
     ret
     .popsection
-    mov byte ptr [r15 + 384], al
+    mov r9, rax
+    mov r9, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 125
-    mov ecx, eax
     jmp 1f
 1:
-    mov r9d, eax
+    mov dword ptr [r15 + 192], 131
+    mov eax, dword ptr [r15 + 640]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov ecx, eax
     jmp 1f
 1:
-    mov edi, 178
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 74
-    mov dword ptr [r15 + 0], 228
+    mov ecx, ecx
     mov r9, r11
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 576]
     mov rbp, r11
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 768], esi
-    mov r9, rsi
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    mov dword ptr [r15 + 64], 233
-    mov dword ptr [r15 + 448], 11
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx esi, cl
-    vpaddd xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 512], edi
-    mov r9, r11
+    mov dword ptr [r15 + 512], ecx
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm6
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov byte ptr [r15 + 64], al
+    movsxd r9, dword ptr [r15 + 128]
+    mov ecx, 41
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, 72
+    movzx ebp, r9b
+    mov ebp, dword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 0], xmm6
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], cl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov ecx, 67
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 113
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 448], 70
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j357:
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d15329_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15329_s_t
-.Lc1_d15329_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d15436_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15436_s_t
+.Lc1_d15436_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15329_s:
+.Lc1_d15436_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 704]
     movzx ecx, cl
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    movzx ecx, al
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 128], r9b
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + r9 + 7552]
-    mov r8d, 55
-    movzx r8d, cl
+    jmp 1f
+1:
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 320]
+    movzx ecx, cl
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    mov byte ptr [r15 + 192], cl
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    and r8, 448
+    inc dword ptr [r15 + r8 + 832]
     mov r9d, 9
-    movzx r9d, cl
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], cl
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 192], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    vmovq xmm13, r8
-    mov ecx, 178
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 640], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov rdx, qword ptr [r15 + 512]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov r9d, 174
+    mov r8, rsi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j358:
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    mov dword ptr [r15 + 704], 153
+    mov dword ptr [r15 + 0], 153
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm13, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    vmovq xmm13, r8
     mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], al
-    mov dword ptr [r15 + 192], eax
-    movzx r9d, byte ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 512], r9
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov edx, edx
-    and r9, 448
-    and ecx, dword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx edx, r9b
-    mov dword ptr [r15 + 384], 240
+    mov qword ptr [r15 + 0], r9
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], r8
     mov r8, r11
+    mov byte ptr [r15 + 512], r9b
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 384], rdi
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + r9 + 832], 23
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 201
-    movzx r9d, dl
-    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 64], 58
+    jmp 1f
+1:
+    mov r8d, r8d
+    and edi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edx, dil
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 124
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r11
+    mov dword ptr [r15 + 256], 201
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 9
+    movzx ebp, dil
+    mov byte ptr [r15 + 64], r8b
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j359:
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    lea rcx, [rip + .Lc1_d15430_s]
+    lea rcx, [rip + .Lc1_d15535_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15430_s_t
-.Lc1_d15430_j:
+    call .Lc1_d15535_s_t
+.Lc1_d15535_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15430_s:
+.Lc1_d15535_s:
     ret
     .popsection
-    mov r9, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 640]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 56
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm1
+    lea r8, [r11 + r11*1]
+    mov edi, ecx
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 75
-    mov qword ptr [r15 + 0], rdx
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 113
     jmp 1f
 1:
-    mov edi, ebp
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 217
+    mov dword ptr [r15 + 0], 127
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ebp
     and ebp, dword ptr [r15 + 0]
-    mov edx, ecx
-    jmp 1f
-1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 10
-    mov rcx, rdi
+    movzx ecx, byte ptr [r15 + 192]
+    vmovq qword ptr [r15 + 448], xmm13
+    mov rdi, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 64]
+    mov rdx, rbp
     mov rbp, r11
     jmp 1f
 1:
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rdx
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm13
+    mov r8, r11
+    and ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 14
+    mov edx, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edi
-    movzx ecx, byte ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 384]
-    and edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 93
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm13
     add r11, 64
     inc rbx
     dec r13
@@ -23513,262 +23740,263 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 262144
     setz al
-    lea rcx, [rip + .Lc1_d14087_s]
+    lea rcx, [rip + .Lc1_d14192_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14087_s_t
-.Lc1_d14087_j:
+    call .Lc1_d14192_s_t
+.Lc1_d14192_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14087_s:
+.Lc1_d14192_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rax, dword ptr [r15 + 512]
-    movzx ecx, cl
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 448], rax
-    movsxd rcx, dword ptr [r15 + 512]
-    lea r8, [r10 + r10*1]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], cl
-    movzx eax, byte ptr [r15 + 320]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    movzx edi, byte ptr [r15 + 128]
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rsi, qword ptr [r15 + r8 + 3456]
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 38
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j318:
-    mov r8d, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 192], ymm10
+    mov dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 448], rcx
+    mov eax, eax
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, r10
     movzx ecx, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 512]
-    mov edi, ebp
-    mov dword ptr [r15 + 448], ecx
-    mov edx, ecx
-    mov ebp, dword ptr [r15 + 320]
-    movzx esi, dil
-    mov ecx, edx
-    mov ecx, ebp
+    vmovdqu xmmword ptr [r15 + 576], xmm13
+    mov eax, dword ptr [r15 + 384]
+    mov r9, r10
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 215
+    movzx r8d, r8b
+    movsxd rsi, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 64]
+    test bl, 144
+    jnz 1f
+1:
+.Lc1_j317:
+    movzx r8d, r9b
+    mov r8d, r9d
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9, r10
+    mov eax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r8b
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov esi, ecx
+    mov esi, dword ptr [r15 + 192]
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j319:
+.Lc1_j318:
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d14131_s]
+    lea rcx, [rip + .Lc1_d14237_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14131_s_t
-.Lc1_d14131_j:
+    call .Lc1_d14237_s_t
+.Lc1_d14237_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14131_s:
+.Lc1_d14237_s:
     ret
     .popsection
+    mov r8d, ecx
+    mov dword ptr [r15 + 192], ecx
+    mov r9d, dword ptr [r15 + 384]
     lea r8, [r10 + r10*1]
-    mov ecx, ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], ecx
-    mov edx, dword ptr [r15 + 128]
-    mov rbp, r8
+    mov rcx, rcx
+    mov eax, 148
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 448], eax
     lea rbp, [r10 + r10*1]
-    mov ecx, 148
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    movzx edi, cl
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    movzx eax, byte ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + 64], ecx
-    mov esi, 160
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j320:
-    mov rbp, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 448]
-    movzx ecx, sil
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 448], xmm1
-    mov esi, dword ptr [r15 + 64]
-    mov rax, rcx
-    mov r9, r10
-    mov ecx, esi
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
-    mov byte ptr [r15 + 704], sil
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r9d
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j321:
-    jz .Lc1_b4_done
-.Lc1_b4_c2:
-    lea rcx, [rip + .Lc1_d14177_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14177_s_t
-.Lc1_d14177_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14177_s:
-    ret
-    .popsection
-    mov byte ptr [r15 + 128], cl
-    mov qword ptr [r15 + 768], rcx
-    movzx r9d, byte ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 704]
+    movzx esi, r8b
     and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], 124
-    mov qword ptr [r15 + 640], rcx
-    mov ebp, dword ptr [r15 + 768]
-    movzx edx, dil
-    movzx ecx, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j322:
-    mov qword ptr [r15 + 256], rax
-    mov edi, dword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 320], cl
-    mov rax, rdi
-    mov dword ptr [r15 + 512], r8d
-    vmovq xmm10, rdi
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], r8d
-    .byte 0x0f, 0x1f, 0x00
-    mov edi, dword ptr [r15 + 192]
-    mov r8, rcx
-    mov byte ptr [r15 + 256], al
-    movsxd rbp, dword ptr [r15 + 512]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j323:
-    jz .Lc1_b4_done
-.Lc1_b4_c3:
-    lea rcx, [rip + .Lc1_d14221_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14221_s_t
-.Lc1_d14221_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14221_s:
-    ret
-    .popsection
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 384]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 576], 70
-    movzx edi, cl
-    movzx edi, cl
-    mov dword ptr [r15 + 64], 135
-    mov rbp, qword ptr [r15 + 64]
-    mov ecx, 66
-    mov ecx, dword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + 320], 93
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], esi
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm3
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], ebp
+    mov esi, 160
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + r8 + 832]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j324:
-    mov r8, rsi
-    movzx r8d, byte ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rbp, r10
-    movzx edi, al
-    mov rdi, qword ptr [r15 + 128]
-    mov r9, r10
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    movzx ebp, byte ptr [r15 + 320]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rdx
-    mov edx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rbp
+.Lc1_j319:
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 192]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    movzx esi, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 512]
+    vmovdqu xmmword ptr [r15 + 448], xmm3
+    mov r8d, dword ptr [r15 + 512]
+    mov rdx, r9
+    mov edx, r9d
+    movsxd rdx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 256], r8d
+    mov byte ptr [r15 + 640], r8b
+    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j325:
+.Lc1_j320:
+    jz .Lc1_b4_done
+.Lc1_b4_c2:
+    lea rcx, [rip + .Lc1_d14283_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14283_s_t
+.Lc1_d14283_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14283_s:
+    ret
+    .popsection
+    lea r8, [r10 + r10*2]
+    mov dword ptr [r15 + 192], ecx
+    mov rdx, rcx
+    mov qword ptr [r15 + 64], r8
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdx
+    mov r9, r10
+    mov dword ptr [r15 + 768], edx
+    mov rbp, r10
+    mov byte ptr [r15 + 576], r8b
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov ebp, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], 224
+    movzx eax, bpl
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j321:
+    movsxd r9, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov ebp, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + r8 + 1472], r9b
+    or qword ptr [r15 + 256], 64
+    mov rdx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + r8 + 1408], rcx
+    mov rdi, r9
+    .byte 0x0f, 0x1f, 0x00
+    mov ecx, dword ptr [r15 + 256]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j322:
+    jz .Lc1_b4_done
+.Lc1_b4_c3:
+    lea rcx, [rip + .Lc1_d14327_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14327_s_t
+.Lc1_d14327_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14327_s:
+    ret
+    .popsection
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 512]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 192], 70
+    movzx edx, cl
+    movzx edx, cl
+    mov dword ptr [r15 + 64], 135
+    mov rdi, qword ptr [r15 + 64]
+    mov ecx, 66
+    mov ecx, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 128], 93
+    movsxd r8, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j323:
+    mov r9, r8
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rbp, r10
+    movzx esi, r9b
+    mov rsi, qword ptr [r15 + 128]
+    mov r8, r10
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov rdx, rcx
+    movzx edx, byte ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rdx
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j324:
     jz .Lc1_b4_done
 .Lc1_b4_c4:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rcx, qword ptr [r15 + 64]
-    mov r8d, eax
+    movzx ebp, al
+    mov rbp, rax
+    vpcmpeqb xmm3, xmm3, xmm13
     mov r8, r10
-    mov rsi, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 64]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 194
-    vpcmpeqb xmm10, xmm10, xmm1
-    movzx r9d, cl
-    mov qword ptr [r15 + 192], rsi
-    mov r8d, dword ptr [r15 + 448]
-    mov rcx, rax
-    lea rbp, [r10 + r10*2]
-    mov esi, 203
-    mov dword ptr [r15 + 64], 62
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov edx, dword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov rax, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rbp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 93
+    vmovq qword ptr [r15 + 64], xmm3
+    mov rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], dl
+    mov r8d, r8d
+    mov esi, ebp
+    movzx edx, bpl
+    movzx edx, bpl
+    mov r8, r10
+    mov r9, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 251
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j326:
-    mov rcx, qword ptr [r15 + 512]
-    mov r8, rdx
-    mov r8d, esi
-    movzx r8d, cl
-    mov edx, 64
-    movsxd rdx, dword ptr [r15 + 448]
-    vmovq qword ptr [r15 + rbp + 960], xmm1
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + rbp + 896]
-    mov r9d, 161
-    mov rcx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], sil
-    movzx ebp, dl
-    mov dword ptr [r15 + 256], r9d
-    mov dword ptr [r15 + 128], esi
+.Lc1_j325:
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r8d, r8d
+    movzx edx, byte ptr [r15 + 192]
+    mov eax, 44
+    mov r9d, 64
+    mov r9d, dword ptr [r15 + 448]
+    mov r8d, 6
+    mov dword ptr [r15 + 320], eax
+    mov rsi, r9
+    mov r8, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], r9d
+    mov byte ptr [r15 + 64], sil
+    mov rdi, qword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j327:
+.Lc1_j326:
     jz .Lc1_b4_done
 .Lc1_b4_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -23776,13 +24004,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14314_s]
+    lea rcx, [rip + .Lc1_d14420_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14314_s_t
-.Lc1_d14314_j:
+    call .Lc1_d14420_s_t
+.Lc1_d14420_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14314_s:
+.Lc1_d14420_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -23799,98 +24027,99 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    movzx edx, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 512], al
-    mov rcx, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], edx
-    movzx eax, al
-    mov rsi, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 384], bpl
-    mov edx, ebp
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-.Lc1_j328:
-    mov dword ptr [r15 + 320], 210
-    mov rbp, r10
-    mov rax, rsi
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov r9, r10
-    mov edx, ebp
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 99
-    mov rbp, rax
-    mov byte ptr [r15 + 256], r9b
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 768], r9
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j329:
-    jz .Lc1_b4_done
-.Lc1_b4_c6:
-    lea rcx, [rip + .Lc1_d14363_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14363_s_t
-.Lc1_d14363_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14363_s:
-    ret
-    .popsection
-    mov r9, r10
-    mov ecx, 92
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 320], cl
-    lea r8, [r10 + r10*1]
-    mov eax, ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 71
-    movzx r9d, cl
-    mov r9, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
-    vmovq xmm1, rax
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rdx, r9
-    mov qword ptr [r15 + 512], rsi
-    movzx eax, r9b
-    movzx eax, byte ptr [r15 + 320]
-    mov esi, 158
+    mov dword ptr [r15 + 192], 124
+    mov rax, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], ecx
+    movzx esi, al
+    movsxd rsi, dword ptr [r15 + 320]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 384]
+    mov rdi, r9
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r9b
+    lea rbp, [r10 + r10*1]
+    mov edi, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j330:
-    mov r9d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 640], sil
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 78
-    movzx esi, byte ptr [r15 + 192]
-    mov eax, 212
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 128]
-    mov eax, r9d
-    movzx eax, bpl
-    and rbp, 4032
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 3392]
-    mov eax, 176
-    movzx eax, byte ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + r8 + 7552]
-    mov edi, edx
+.Lc1_j327:
+    movzx r9d, byte ptr [r15 + 704]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], r8b
+    mov rcx, r9
+    mov byte ptr [r15 + 320], dil
+    mov r8d, ebp
+    mov dword ptr [r15 + rbp + 832], 34
+    movzx edi, cl
+    mov byte ptr [r15 + 256], r9b
+    movzx ebp, byte ptr [r15 + 640]
+    mov r8, r10
+    movsxd r9, dword ptr [r15 + 576]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j331:
+.Lc1_j328:
+    jz .Lc1_b4_done
+.Lc1_b4_c6:
+    lea rcx, [rip + .Lc1_d14470_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14470_s_t
+.Lc1_d14470_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14470_s:
+    ret
+    .popsection
+    lea r8, [r10 + r10*1]
+    mov ecx, 92
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 64], cl
+    mov ebp, r8d
+    mov dword ptr [r15 + 768], 71
+    movzx ecx, cl
+    mov rdi, qword ptr [r15 + 192]
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 8128
+    or qword ptr [r15 + rbp + 7488], 66
+    movsxd rdx, dword ptr [r15 + r8 + 3456]
+    mov rax, rdi
+    mov qword ptr [r15 + 256], rbp
+    movzx r8d, bpl
+    movzx r8d, byte ptr [r15 + 512]
+    mov edi, 242
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j329:
+    mov ebp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], dil
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 140
+    movzx edi, byte ptr [r15 + 448]
+    mov r8d, 249
+    mov r8, qword ptr [r15 + 128]
+    mov eax, ecx
+    movzx eax, dil
+    mov r9, r10
+    vpshufd xmm3, xmm3, 71
+    mov edi, 11
+    movzx edi, byte ptr [r15 + 64]
+    and r9, 16320
+    mov edx, dword ptr [r15 + r9 + 15680]
+    mov esi, eax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j330:
     jz .Lc1_b4_done
 .Lc1_b4_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -23899,54 +24128,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1
     setz al
-    lea rcx, [rip + .Lc1_d14413_s]
+    lea rcx, [rip + .Lc1_d14520_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14413_s_t
-.Lc1_d14413_j:
+    call .Lc1_d14520_s_t
+.Lc1_d14520_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14413_s:
+.Lc1_d14520_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, dword ptr [r15 + 768]
-    mov ecx, 233
-    mov qword ptr [r15 + 512], rax
-    mov byte ptr [r15 + 384], al
-    mov ecx, 236
+    mov eax, eax
+    mov ecx, 13
     movzx ecx, al
-    movzx ecx, al
-    mov ecx, dword ptr [r15 + 576]
-    lea rbp, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 704], ymm13
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7552]
-    movzx edi, byte ptr [r15 + 256]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
+    mov ecx, eax
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9d, 189
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov rax, qword ptr [r15 + 576]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 320], rcx
+    movzx edi, cl
+    movzx edi, al
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1408]
+    mov dword ptr [r15 + 448], eax
+    mov rbp, r10
+    test bl, 48
+    jz 1f
 1:
-.Lc1_j332:
-    and r8, 4032
-    vmovdqu xmm13, xmmword ptr [r15 + r8 + 3392]
-    mov eax, ebp
-    movzx eax, r8b
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], r8d
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov rcx, qword ptr [r15 + 384]
-    mov r9, r10
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 320]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov rdi, r8
+.Lc1_j331:
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, r10
+    mov byte ptr [r15 + 64], bpl
+    mov rdi, qword ptr [r15 + 192]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 384], rcx
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], edi
+    mov rcx, rdi
+    vpxor xmm13, xmm13, xmm14
+    movzx r9d, byte ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j333:
+.Lc1_j332:
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
@@ -23960,80 +24192,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15486_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15486_s_t
-.Lc1_d15486_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15486_s:
-    ret
-    .popsection
-    movzx eax, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 64], cl
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j361:
-    mov rbp, r10
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 128], 161
+    test bl, 24
+    jz 1f
 1:
 .Lc1_j362:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
-    mov r9, r10
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j363:
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov eax, ecx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
 .Lc1_j364:
-    movzx ecx, byte ptr [r15 + 256]
-    test ebx, 1073741824
+    mov rcx, rcx
+    mov rax, rax
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j365:
-    mov r9d, ebp
-    test ebx, 114304
-    jz 1f
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j366:
-    mov rbp, r10
+    mov dword ptr [r15 + 384], ecx
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j367:
-    mov dword ptr [r15 + 320], ecx
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j368:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j369:
-    mov rcx, r9
+    mov r9, r10
+    movzx eax, cl
     test bl, 24
     jnz 1f
 1:
-.Lc1_j370:
-    mov byte ptr [r15 + 384], r9b
-    test bl, 72
+.Lc1_j368:
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    movsxd rax, dword ptr [r15 + 640]
+    test bl, 168
     jz 1f
 1:
+.Lc1_j369:
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j370:
+    movzx r9d, byte ptr [r15 + 448]
+    test ebx, 2147483648
+    jnz 1f
+1:
 .Lc1_j371:
-    movzx r9d, bpl
+    movzx ecx, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j372:
+    mov r9d, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -24044,72 +24268,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 384], rax
+    lea rcx, [rip + .Lc1_d15642_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15642_s_t
+.Lc1_d15642_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15642_s:
+    ret
+    .popsection
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j374:
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j375:
-    mov eax, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j376:
-    mov ebp, eax
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    mov dword ptr [r15 + 384], ecx
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j377:
-    movsxd r9, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j378:
-    movsxd rax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j379:
-    mov rbp, r10
+.Lc1_j375:
     mov rax, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j380:
+.Lc1_j376:
+    mov r9, r10
+    mov rbp, r10
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j377:
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j381:
-    movsxd rbp, dword ptr [r15 + 64]
+.Lc1_j378:
+    movsxd r9, dword ptr [r15 + 320]
     test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j379:
+    mov ebp, ecx
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+.Lc1_j380:
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j381:
+    mov dword ptr [r15 + 512], 228
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j382:
-    mov dword ptr [r15 + 192], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j383:
-    mov dword ptr [r15 + 320], 71
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    movsxd rbp, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117724], 0xf4afb0cd
     jae 1f
 1:
-.Lc1_j384:
-    mov r9, qword ptr [r15 + 448]
+.Lc1_j383:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j385:
+.Lc1_j384:
     jz .Lc1_b8_done
 .Lc1_b8_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -24117,13 +24343,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d15587_s]
+    lea rcx, [rip + .Lc1_d15689_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15587_s_t
-.Lc1_d15587_j:
+    call .Lc1_d15689_s_t
+.Lc1_d15689_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15587_s:
+.Lc1_d15689_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -24156,153 +24382,151 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov r9, r10
+    mov eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j386:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 6
+.Lc1_j385:
+    vmovdqu ymmword ptr [r15 + 128], ymm13
     test bl, 88
     jnz 1f
 1:
+.Lc1_j386:
+    mov ecx, 125
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
 .Lc1_j387:
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    test ebx, 2147483648
+    mov r8, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 147
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j388:
-    mov r9d, 125
-    test ebx, 2147483648
-    jnz 1f
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j389:
-    mov ebp, ebp
-    test bl, 40
-    jz 1f
+    mov rbp, r10
+    mov byte ptr [r15 + 320], r8b
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j390:
-    mov byte ptr [r15 + 320], r9b
-    test ebx, 1073741824
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j391:
-    test ebx, 1073741824
+    vpcmpeqb xmm13, xmm13, xmm6
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j392:
-    mov byte ptr [r15 + 384], r9b
-    test ebx, 1073741824
+    mov dword ptr [r15 + 192], 178
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j393:
-    mov qword ptr [r15 + 128], r9
-    test ebx, 1073741824
+    mov byte ptr [r15 + 384], bpl
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j394:
-    vpcmpeqb xmm13, xmm13, xmm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j395:
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j396:
-    mov dword ptr [r15 + 256], 72
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j397:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j398:
+.Lc1_j395:
     jz .Lc1_b8_done
 .Lc1_b8_c3:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15656_s]
+    lea rcx, [rip + .Lc1_d15755_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15656_s_t
-.Lc1_d15656_j:
+    call .Lc1_d15755_s_t
+.Lc1_d15755_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15656_s:
+.Lc1_d15755_s:
     ret
     .popsection
-    mov eax, eax
-    mov r9, r10
+    mov dword ptr [r15 + 64], eax
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j399:
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
+.Lc1_j396:
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc1_j400:
-    mov dword ptr [r15 + 704], eax
+.Lc1_j397:
+    mov dword ptr [r15 + 320], eax
     test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j398:
+    mov eax, ecx
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j399:
+    mov qword ptr [r15 + 384], rcx
+    test bl, 24
+    jz 1f
+1:
+.Lc1_j400:
+    mov rbp, r10
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    test ebx, 15104
+    jz 1f
+1:
 .Lc1_j401:
-    mov r9, qword ptr [r15 + 256]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j402:
-    mov eax, 22
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j403:
-    test ebx, 864
-    jz 1f
-1:
-.Lc1_j404:
-    movzx r9d, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j403:
+    mov byte ptr [r15 + 512], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j404:
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 2147483648
+    jnz 1f
+1:
 .Lc1_j405:
-    mov r8, r10
-    mov dword ptr [r15 + 512], eax
+    mov ecx, 237
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j406:
-    and r8, 4032
-    xor dword ptr [r15 + r8 + 3392], r9d
-    test bl, 24
-    jz 1f
+    mov ebp, eax
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j407:
-    mov r9, r10
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j408:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r8b
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j409:
+    xor dword ptr [r15 + 704], ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j410:
+.Lc1_j408:
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
 // block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
@@ -24313,71 +24537,72 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b5_c0
     .p2align 10
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d14462_s]
+    lea rcx, [rip + .Lc1_d14572_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14462_s_t
-.Lc1_d14462_j:
+    call .Lc1_d14572_s_t
+.Lc1_d14572_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14462_s:
+.Lc1_d14572_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], 14
+    mov dword ptr [r15 + 64], 14
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    mov edi, esi
     mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 45
-    mov ecx, 247
+    mov dword ptr [r15 + 0], 247
+    mov ecx, 87
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    add r8, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rcx
-    add rcx, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov qword ptr [r15 + 704], rcx
+    vmovdqu ymmword ptr [r15 + 576], ymm3
     mov r9, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
+    lea rbp, [r10 + r10*1]
+    add rcx, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], rcx
+    add rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 832], ecx
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov rcx, r8
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    mov edx, esi
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 448]
     and rbp, 4032
-    add r8, qword ptr [r15 + rbp + 3392]
-    mov rcx, qword ptr [r15 + 192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8, r8
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8d, edx
-    mov r8, qword ptr [r15 + 64]
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j334:
+.Lc1_j333:
     jz .Lc1_b5_done
 .Lc1_b5_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -24386,193 +24611,194 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d14516_s]
+    lea rcx, [rip + .Lc1_d14627_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14516_s_t
-.Lc1_d14516_j:
+    call .Lc1_d14627_s_t
+.Lc1_d14627_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14516_s:
+.Lc1_d14627_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov qword ptr [r15 + 0], rax
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm13
     mov qword ptr [r15 + 0], rcx
+    movzx eax, cl
     mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 384]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 768]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    inc dword ptr [r15 + 448]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 576], xmm13
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9d, 117
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm1
-    jmp 1f
-1:
-    mov rdx, rcx
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 384]
     and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    movzx ecx, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 64], r8
-    mov qword ptr [r15 + 192], rdx
-    mov ebp, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov eax, dword ptr [r15 + 512]
+    mov r8, r11
+    inc dword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm13
+    mov ebp, 236
+    jmp 1f
+1:
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rdx, r9
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    movzx edx, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rdi
+    mov edi, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j334:
+    jz .Lc1_b5_done
+.Lc1_b5_c2:
+    lea rcx, [rip + .Lc1_d14677_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14677_s_t
+.Lc1_d14677_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14677_s:
+    ret
+    .popsection
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r9
+    mov rcx, rdi
+    mov rbp, r11
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov qword ptr [r15 + 448], rdi
+    mov r9, qword ptr [r15 + 384]
+    lea rbp, [r10 + r10*1]
+    movzx ecx, dil
+    and rbp, 448
+    add rdi, qword ptr [r15 + rbp + 832]
+    movzx ecx, r9b
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 768]
+    mov rdx, rcx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, esi
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + rbp + 896]
+    mov qword ptr [r15 + 256], r8
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
 .Lc1_j335:
     jz .Lc1_b5_done
-.Lc1_b5_c2:
-    lea rcx, [rip + .Lc1_d14565_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14565_s_t
-.Lc1_d14565_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14565_s:
-    ret
-    .popsection
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 384], rdx
-    mov dword ptr [r15 + 128], ecx
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 256]
-    jmp 1f
-1:
+.Lc1_b5_c3:
+    mov r8, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov esi, edx
     mov rbp, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, 169
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd rcx, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 640]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 192]
+    and edx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx ebp, dil
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3456]
-    add rcx, qword ptr [r15 + r9 + 3392]
-    movzx r9d, sil
-    mov r9, rsi
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
+    mov qword ptr [r15 + 448], rbp
+    movzx esi, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 512], cl
     mov rbp, r11
-    mov esi, esi
-    movzx edi, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 512], r9d
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], esi
+    jmp 1f
+1:
+    and rbp, 8128
+    xchg qword ptr [r15 + rbp + 7488], rdx
+    mov qword ptr [r15 + 192], rsi
+    movzx ecx, sil
+    mov ecx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
 .Lc1_j336:
-    jz .Lc1_b5_done
-.Lc1_b5_c3:
-    mov dword ptr [r15 + 0], edi
-    mov r9d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov qword ptr [r15 + 768], rdi
-    lea r9, [r11 + r11*1]
-    and edi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rbp
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7552]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + r9 + 7488], dil
-    mov dword ptr [r15 + 384], edi
-    mov byte ptr [r15 + 448], bpl
-    mov r9, r11
-    and rbp, 1984
-    xchg qword ptr [r15 + rbp + 1344], rdi
-    jmp 1f
-1:
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], rcx
-    movsxd rbp, dword ptr [r15 + 704]
-    movzx r8d, cl
-    mov r8d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-.Lc1_j337:
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 3: 512 bytes, 2 chunk(s), 16 chunk executions per call
@@ -24586,16 +24812,18 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13976_s]
+    lea rcx, [rip + .Lc1_d14081_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13976_s_t
-.Lc1_d13976_j:
+    call .Lc1_d14081_s_t
+.Lc1_d14081_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13976_s:
+.Lc1_d14081_s:
     ret
     .popsection
-    mov qword ptr [r15 + 128], rcx
+    mov r9, r10
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
     test ebx, 1073741824
     jnz 1f
 1:
@@ -24612,7 +24840,7 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j280:
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j281:
@@ -24620,11 +24848,11 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j282:
-    test ebx, 2147483648
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j283:
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j284:
@@ -24632,16 +24860,16 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j285:
+    mov ecx, dword ptr [r15 + 512]
     cmp dword ptr [r15 + 67117724], 0xd2bec333
     jae 1f
 1:
 .Lc1_j286:
-    mov eax, dword ptr [r15 + 512]
     test ebx, 62432
     jz 1f
 1:
 .Lc1_j287:
-    test ebx, 2147483648
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j288:
@@ -24669,24 +24897,26 @@ ditto_body_c1:
     jae 1f
 1:
 .Lc1_j294:
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j295:
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j296:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j297:
+.Lc1_j295:
     jz .Lc1_b3_done
 .Lc1_b3_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, 108
+    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j296:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j297:
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j298:
@@ -24694,85 +24924,79 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j299:
-    test ebx, 2147483648
+    mov rbp, r10
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j300:
-    test ebx, 2147483648
-    jnz 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j301:
-    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j302:
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    test ebx, 64704
+    jz 1f
 1:
 .Lc1_j303:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j304:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j305:
-    mov eax, dword ptr [r15 + 128]
     test ebx, 2147483648
     jnz 1f
 1:
-.Lc1_j306:
+.Lc1_j304:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j305:
     test ebx, 1073741824
     jnz 1f
+1:
+.Lc1_j306:
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j307:
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j308:
-    mov r8, r10
-    test bl, 12
-    jnz 1f
-1:
-.Lc1_j309:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j310:
-    cmp dword ptr [r15 + 67117724], 0xf4afb0cd
-    jae 1f
-1:
-.Lc1_j311:
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j312:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j309:
+    mov ebp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j310:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j311:
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j312:
+    test bl, 20
+    jnz 1f
+1:
 .Lc1_j313:
-    mov byte ptr [r15 + 640], al
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j314:
-    test ebx, 2147483648
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j315:
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j316:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j317:
+.Lc1_j316:
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 2: 256 bytes, 1 chunk(s), 30 chunk executions per call
@@ -24786,8 +25010,8 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, cl
-    test ebx, 2147483648
+    movzx eax, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j257:
@@ -24795,8 +25019,8 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j258:
-    mov r9d, 52
-    test ebx, 2147483648
+    mov ecx, 52
+    test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j259:
@@ -24804,7 +25028,7 @@ ditto_body_c1:
     jae 1f
 1:
 .Lc1_j260:
-    movsxd rax, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -24813,16 +25037,16 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j262:
-    movsxd rsi, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 448]
     test ebx, 1920
     jnz 1f
 1:
 .Lc1_j263:
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j264:
-    xor esi, edx
+    xor eax, edi
     test ebx, 24056
     jnz 1f
 1:
@@ -24831,8 +25055,8 @@ ditto_body_c1:
     jnz 1f
 1:
 .Lc1_j266:
-    movsxd rsi, dword ptr [r15 + 320]
-    test ebx, 1073741824
+    movsxd rdi, dword ptr [r15 + 576]
+    test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j267:
@@ -24849,16 +25073,16 @@ ditto_body_c1:
     jz 1f
 1:
 .Lc1_j270:
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 2147483648
-    jnz 1f
-1:
-.Lc1_j271:
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j271:
+    test ebx, 2147483648
+    jnz 1f
+1:
 .Lc1_j272:
-    mov dword ptr [r15 + 192], 58
+    mov dword ptr [r15 + 320], 58
     test ebx, 1073741824
     jnz 1f
 1:
@@ -24867,7 +25091,7 @@ ditto_body_c1:
     jz 1f
 1:
 .Lc1_j274:
-    imul rsi, qword ptr [r15 + 576]
+    imul rdi, qword ptr [r15 + 192]
     test bl, 42
     jz 1f
 1:
@@ -24891,45 +25115,45 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8
     setz al
-    lea rcx, [rip + .Lc1_d15712_s]
+    lea rcx, [rip + .Lc1_d15814_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15712_s_t
-.Lc1_d15712_j:
+    call .Lc1_d15814_s_t
+.Lc1_d15814_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15712_s:
+.Lc1_d15814_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r10
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
+    mov rbp, r10
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
+1:
+.Lc1_j409:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j410:
+    test ebx, 1728
+    jz 1f
 1:
 .Lc1_j411:
     test ebx, 1073741824
     jnz 1f
 1:
 .Lc1_j412:
-    test bl, 50
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j413:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j414:
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j415:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j416:
+.Lc1_j414:
     jnz .Lc1_b9_c0
 .Lc1_b9_done:
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -24937,13 +25161,10 @@ ditto_body_c1:
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    movsxd rdx, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 448]
-    vpaddd xmm3, xmm3, xmm5
-    mov rbp, r10
-    mov qword ptr [r15 + 128], rbp
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov r9, r10
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     dec r13
@@ -25017,591 +25238,625 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d15712_s_t:
+.Lc1_d15814_s_t:
     jmp rcx
-.Lc1_d13976_s_t:
+.Lc1_d14081_s_t:
     jmp rcx
-.Lc1_d15486_s_t:
+.Lc1_d15642_s_t:
     jmp rcx
-.Lc1_d15587_s_t:
+.Lc1_d15689_s_t:
     jmp rcx
-.Lc1_d15656_s_t:
+.Lc1_d15755_s_t:
     jmp rcx
-.Lc1_d14764_s_t:
+.Lc1_d14923_s_t:
     jmp rcx
-.Lc1_d14858_s_t:
+.Lc1_d14976_s_t:
     jmp rcx
-.Lc1_d14914_s_t:
+.Lc1_d15023_s_t:
     jmp rcx
-.Lc1_d14960_s_t:
+.Lc1_d15072_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d14087_s_t:
+.Lc1_d14192_s_t:
     jmp rcx
-.Lc1_d14131_s_t:
+.Lc1_d14237_s_t:
     jmp rcx
-.Lc1_d14177_s_t:
+.Lc1_d14283_s_t:
     jmp rcx
-.Lc1_d14221_s_t:
+.Lc1_d14327_s_t:
     jmp rcx
-.Lc1_d14314_s_t:
+.Lc1_d14420_s_t:
     jmp rcx
-.Lc1_d14363_s_t:
+.Lc1_d14470_s_t:
     jmp rcx
-.Lc1_d14413_s_t:
+.Lc1_d14520_s_t:
     jmp rcx
-.Lc1_d14462_s_t:
+.Lc1_d14572_s_t:
     jmp rcx
-.Lc1_d14516_s_t:
+.Lc1_d14627_s_t:
     jmp rcx
-.Lc1_d14565_s_t:
+.Lc1_d14677_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d15791_s_t:
+.Lc1_d15846_s_t:
     jmp rcx
-.Lc1_d15841_s_t:
+.Lc1_d15896_s_t:
     jmp rcx
-.Lc1_d15887_s_t:
+.Lc1_d15991_s_t:
     jmp rcx
-.Lc1_d15931_s_t:
+.Lc1_d16037_s_t:
     jmp rcx
-.Lc1_d16025_s_t:
+.Lc1_d16087_s_t:
     jmp rcx
-.Lc1_d16073_s_t:
+.Lc1_d16134_s_t:
     jmp rcx
-.Lc1_d16123_s_t:
+.Lc1_d16179_s_t:
     jmp rcx
-.Lc1_d16165_s_t:
+.Lc1_d16270_s_t:
     jmp rcx
-.Lc1_d16260_s_t:
+.Lc1_d16320_s_t:
     jmp rcx
-.Lc1_d16306_s_t:
+.Lc1_d16366_s_t:
     jmp rcx
-.Lc1_d16358_s_t:
+.Lc1_d16411_s_t:
     jmp rcx
-.Lc1_d16405_s_t:
+.Lc1_d16458_s_t:
     jmp rcx
-.Lc1_d16500_s_t:
+.Lc1_d16509_s_t:
     jmp rcx
-.Lc1_d16545_s_t:
+.Lc1_d16601_s_t:
     jmp rcx
-.Lc1_d16589_s_t:
+.Lc1_d16647_s_t:
     jmp rcx
-.Lc1_d16683_s_t:
+.Lc1_d16692_s_t:
     jmp rcx
-.Lc1_d16732_s_t:
+.Lc1_d16750_s_t:
     jmp rcx
-.Lc1_d16782_s_t:
+.Lc1_d16794_s_t:
     jmp rcx
-.Lc1_d16834_s_t:
+.Lc1_d16887_s_t:
     jmp rcx
-.Lc1_d16932_s_t:
+.Lc1_d16938_s_t:
     jmp rcx
-.Lc1_d16978_s_t:
+.Lc1_d16989_s_t:
     jmp rcx
-.Lc1_d17026_s_t:
+.Lc1_d17032_s_t:
     jmp rcx
-.Lc1_d17082_s_t:
+.Lc1_d17079_s_t:
     jmp rcx
-.Lc1_d17183_s_t:
+.Lc1_d17182_s_t:
     jmp rcx
-.Lc1_d17236_s_t:
+.Lc1_d17234_s_t:
     jmp rcx
 .Lc1_d17281_s_t:
     jmp rcx
-.Lc1_d17337_s_t:
+.Lc1_d17335_s_t:
     jmp rcx
-.Lc1_d17437_s_t:
+.Lc1_d17383_s_t:
     jmp rcx
-.Lc1_d17492_s_t:
+.Lc1_d17486_s_t:
     jmp rcx
-.Lc1_d17546_s_t:
+.Lc1_d17543_s_t:
     jmp rcx
-.Lc1_d17594_s_t:
+.Lc1_d17598_s_t:
     jmp rcx
-.Lc1_d17694_s_t:
+.Lc1_d17650_s_t:
     jmp rcx
-.Lc1_d17745_s_t:
+.Lc1_d17705_s_t:
     jmp rcx
-.Lc1_d17802_s_t:
+.Lc1_d17756_s_t:
     jmp rcx
-.Lc1_d17851_s_t:
+.Lc1_d17852_s_t:
     jmp rcx
-.Lc1_d17963_s_t:
+.Lc1_d17907_s_t:
     jmp rcx
-.Lc1_d18014_s_t:
+.Lc1_d17969_s_t:
     jmp rcx
-.Lc1_d18083_s_t:
+.Lc1_d18025_s_t:
     jmp rcx
-.Lc1_d18177_s_t:
+.Lc1_d18078_s_t:
     jmp rcx
-.Lc1_d18235_s_t:
+.Lc1_d18184_s_t:
     jmp rcx
-.Lc1_d18291_s_t:
+.Lc1_d18233_s_t:
     jmp rcx
-.Lc1_d18342_s_t:
+.Lc1_d18284_s_t:
     jmp rcx
-.Lc1_d18442_s_t:
+.Lc1_d18338_s_t:
     jmp rcx
-.Lc1_d18491_s_t:
+.Lc1_d18394_s_t:
     jmp rcx
-.Lc1_d18547_s_t:
+.Lc1_d18498_s_t:
     jmp rcx
-.Lc1_d18601_s_t:
+.Lc1_d18544_s_t:
     jmp rcx
-.Lc1_d18703_s_t:
+.Lc1_d18600_s_t:
     jmp rcx
-.Lc1_d18762_s_t:
+.Lc1_d18649_s_t:
     jmp rcx
-.Lc1_d18829_s_t:
+.Lc1_d18714_s_t:
     jmp rcx
-.Lc1_d18884_s_t:
+.Lc1_d18768_s_t:
     jmp rcx
-.Lc1_d15060_s_t:
+.Lc1_d18871_s_t:
     jmp rcx
-.Lc1_d15074_s_t:
+.Lc1_d18925_s_t:
     jmp rcx
-.Lc1_d15169_s_t:
+.Lc1_d18982_s_t:
     jmp rcx
-.Lc1_d15217_s_t:
+.Lc1_d19034_s_t:
     jmp rcx
-.Lc1_d15279_s_t:
+.Lc1_d15221_s_t:
     jmp rcx
-.Lc1_d15329_s_t:
+.Lc1_d15271_s_t:
     jmp rcx
-.Lc1_d15430_s_t:
+.Lc1_d15320_s_t:
     jmp rcx
-.Lc1_d53_s_t:
+.Lc1_d15379_s_t:
     jmp rcx
-.Lc1_d62_s_t:
+.Lc1_d15436_s_t:
     jmp rcx
-.Lc1_d67_s_t:
+.Lc1_d15535_s_t:
     jmp rcx
-.Lc1_d81_s_t:
+.Lc1_d50_s_t:
     jmp rcx
-.Lc1_d118_s_t:
+.Lc1_d55_s_t:
     jmp rcx
-.Lc1_d123_s_t:
+.Lc1_d60_s_t:
     jmp rcx
-.Lc1_d137_s_t:
+.Lc1_d65_s_t:
     jmp rcx
-.Lc1_d142_s_t:
+.Lc1_d122_s_t:
     jmp rcx
-.Lc1_d229_s_t:
+.Lc1_d127_s_t:
     jmp rcx
-.Lc1_d285_s_t:
+.Lc1_d149_s_t:
     jmp rcx
-.Lc1_d337_s_t:
+.Lc1_d154_s_t:
     jmp rcx
-.Lc1_d394_s_t:
+.Lc1_d202_s_t:
     jmp rcx
-.Lc1_d498_s_t:
+.Lc1_d207_s_t:
     jmp rcx
-.Lc1_d544_s_t:
+.Lc1_d212_s_t:
     jmp rcx
-.Lc1_d597_s_t:
+.Lc1_d306_s_t:
     jmp rcx
-.Lc1_d653_s_t:
+.Lc1_d361_s_t:
     jmp rcx
-.Lc1_d752_s_t:
+.Lc1_d425_s_t:
     jmp rcx
-.Lc1_d806_s_t:
+.Lc1_d478_s_t:
     jmp rcx
-.Lc1_d857_s_t:
+.Lc1_d548_s_t:
     jmp rcx
-.Lc1_d911_s_t:
+.Lc1_d592_s_t:
     jmp rcx
-.Lc1_d960_s_t:
+.Lc1_d707_s_t:
     jmp rcx
-.Lc1_d1066_s_t:
+.Lc1_d756_s_t:
     jmp rcx
-.Lc1_d1120_s_t:
+.Lc1_d812_s_t:
     jmp rcx
-.Lc1_d1176_s_t:
+.Lc1_d861_s_t:
     jmp rcx
-.Lc1_d1224_s_t:
+.Lc1_d913_s_t:
     jmp rcx
-.Lc1_d1335_s_t:
+.Lc1_d967_s_t:
     jmp rcx
-.Lc1_d1384_s_t:
+.Lc1_d1073_s_t:
     jmp rcx
-.Lc1_d1437_s_t:
+.Lc1_d1127_s_t:
     jmp rcx
-.Lc1_d1488_s_t:
+.Lc1_d1182_s_t:
     jmp rcx
-.Lc1_d1587_s_t:
+.Lc1_d1235_s_t:
     jmp rcx
-.Lc1_d1647_s_t:
+.Lc1_d1285_s_t:
     jmp rcx
-.Lc1_d1701_s_t:
+.Lc1_d1344_s_t:
     jmp rcx
-.Lc1_d1760_s_t:
+.Lc1_d1453_s_t:
     jmp rcx
-.Lc1_d1814_s_t:
+.Lc1_d1508_s_t:
     jmp rcx
-.Lc1_d1918_s_t:
+.Lc1_d1559_s_t:
+    jmp rcx
+.Lc1_d1612_s_t:
+    jmp rcx
+.Lc1_d1665_s_t:
+    jmp rcx
+.Lc1_d1728_s_t:
+    jmp rcx
+.Lc1_d1844_s_t:
+    jmp rcx
+.Lc1_d1913_s_t:
     jmp rcx
 .Lc1_d1968_s_t:
     jmp rcx
-.Lc1_d2018_s_t:
+.Lc1_d2020_s_t:
     jmp rcx
-.Lc1_d2069_s_t:
+.Lc1_d2072_s_t:
     jmp rcx
-.Lc1_d2175_s_t:
+.Lc1_d2125_s_t:
     jmp rcx
-.Lc1_d2226_s_t:
+.Lc1_d2234_s_t:
     jmp rcx
-.Lc1_d2278_s_t:
+.Lc1_d2286_s_t:
     jmp rcx
-.Lc1_d2329_s_t:
+.Lc1_d2336_s_t:
     jmp rcx
-.Lc1_d2430_s_t:
+.Lc1_d2388_s_t:
     jmp rcx
-.Lc1_d2479_s_t:
+.Lc1_d2439_s_t:
     jmp rcx
-.Lc1_d2531_s_t:
+.Lc1_d2491_s_t:
     jmp rcx
-.Lc1_d2583_s_t:
+.Lc1_d2589_s_t:
     jmp rcx
-.Lc1_d2629_s_t:
+.Lc1_d2636_s_t:
     jmp rcx
-.Lc1_d2730_s_t:
+.Lc1_d2690_s_t:
     jmp rcx
-.Lc1_d2789_s_t:
+.Lc1_d2751_s_t:
     jmp rcx
-.Lc1_d2839_s_t:
+.Lc1_d2811_s_t:
     jmp rcx
-.Lc1_d2888_s_t:
+.Lc1_d2858_s_t:
     jmp rcx
-.Lc1_d2994_s_t:
+.Lc1_d2958_s_t:
     jmp rcx
-.Lc1_d3045_s_t:
+.Lc1_d3012_s_t:
     jmp rcx
-.Lc1_d3104_s_t:
+.Lc1_d3058_s_t:
     jmp rcx
-.Lc1_d3156_s_t:
+.Lc1_d3114_s_t:
     jmp rcx
-.Lc1_d3258_s_t:
+.Lc1_d3168_s_t:
     jmp rcx
-.Lc1_d3311_s_t:
+.Lc1_d3228_s_t:
     jmp rcx
-.Lc1_d3369_s_t:
+.Lc1_d3326_s_t:
+    jmp rcx
+.Lc1_d3379_s_t:
     jmp rcx
 .Lc1_d3430_s_t:
     jmp rcx
-.Lc1_d3537_s_t:
+.Lc1_d3491_s_t:
     jmp rcx
-.Lc1_d3585_s_t:
+.Lc1_d3545_s_t:
     jmp rcx
-.Lc1_d3641_s_t:
+.Lc1_d3610_s_t:
     jmp rcx
-.Lc1_d3694_s_t:
+.Lc1_d3716_s_t:
     jmp rcx
-.Lc1_d3752_s_t:
+.Lc1_d3773_s_t:
     jmp rcx
-.Lc1_d3857_s_t:
+.Lc1_d3827_s_t:
     jmp rcx
-.Lc1_d3910_s_t:
+.Lc1_d3882_s_t:
     jmp rcx
-.Lc1_d3971_s_t:
+.Lc1_d3933_s_t:
     jmp rcx
-.Lc1_d4026_s_t:
+.Lc1_d3997_s_t:
     jmp rcx
-.Lc1_d4131_s_t:
+.Lc1_d4105_s_t:
     jmp rcx
-.Lc1_d4186_s_t:
+.Lc1_d4157_s_t:
     jmp rcx
-.Lc1_d4244_s_t:
+.Lc1_d4211_s_t:
     jmp rcx
-.Lc1_d4300_s_t:
+.Lc1_d4266_s_t:
     jmp rcx
-.Lc1_d4406_s_t:
+.Lc1_d4325_s_t:
     jmp rcx
-.Lc1_d4464_s_t:
+.Lc1_d4374_s_t:
     jmp rcx
-.Lc1_d4523_s_t:
+.Lc1_d4435_s_t:
     jmp rcx
-.Lc1_d4580_s_t:
+.Lc1_d4549_s_t:
     jmp rcx
-.Lc1_d4628_s_t:
+.Lc1_d4606_s_t:
     jmp rcx
-.Lc1_d4729_s_t:
+.Lc1_d4659_s_t:
     jmp rcx
-.Lc1_d4789_s_t:
+.Lc1_d4716_s_t:
     jmp rcx
-.Lc1_d4840_s_t:
+.Lc1_d4764_s_t:
     jmp rcx
-.Lc1_d4897_s_t:
+.Lc1_d4812_s_t:
     jmp rcx
-.Lc1_d5011_s_t:
+.Lc1_d4919_s_t:
     jmp rcx
-.Lc1_d5064_s_t:
+.Lc1_d4970_s_t:
     jmp rcx
-.Lc1_d5127_s_t:
+.Lc1_d5023_s_t:
     jmp rcx
-.Lc1_d5180_s_t:
+.Lc1_d5077_s_t:
     jmp rcx
-.Lc1_d5294_s_t:
+.Lc1_d5125_s_t:
     jmp rcx
-.Lc1_d5349_s_t:
+.Lc1_d5178_s_t:
     jmp rcx
-.Lc1_d5404_s_t:
+.Lc1_d5290_s_t:
     jmp rcx
-.Lc1_d5460_s_t:
+.Lc1_d5352_s_t:
     jmp rcx
-.Lc1_d5512_s_t:
+.Lc1_d5405_s_t:
     jmp rcx
-.Lc1_d5617_s_t:
+.Lc1_d5474_s_t:
     jmp rcx
-.Lc1_d5678_s_t:
+.Lc1_d5530_s_t:
     jmp rcx
-.Lc1_d5740_s_t:
+.Lc1_d5587_s_t:
     jmp rcx
-.Lc1_d5792_s_t:
+.Lc1_d5689_s_t:
     jmp rcx
-.Lc1_d5905_s_t:
+.Lc1_d5742_s_t:
     jmp rcx
-.Lc1_d5952_s_t:
+.Lc1_d5799_s_t:
     jmp rcx
-.Lc1_d6008_s_t:
+.Lc1_d5857_s_t:
     jmp rcx
-.Lc1_d6075_s_t:
+.Lc1_d5906_s_t:
     jmp rcx
-.Lc1_d6184_s_t:
+.Lc1_d5959_s_t:
     jmp rcx
-.Lc1_d6241_s_t:
+.Lc1_d6064_s_t:
     jmp rcx
-.Lc1_d6289_s_t:
+.Lc1_d6120_s_t:
     jmp rcx
-.Lc1_d6341_s_t:
+.Lc1_d6188_s_t:
     jmp rcx
-.Lc1_d6445_s_t:
+.Lc1_d6242_s_t:
     jmp rcx
-.Lc1_d6504_s_t:
+.Lc1_d6293_s_t:
     jmp rcx
-.Lc1_d6561_s_t:
+.Lc1_d6350_s_t:
     jmp rcx
-.Lc1_d6609_s_t:
+.Lc1_d6447_s_t:
     jmp rcx
-.Lc1_d6660_s_t:
+.Lc1_d6502_s_t:
     jmp rcx
-.Lc1_d6764_s_t:
+.Lc1_d6556_s_t:
     jmp rcx
-.Lc1_d6825_s_t:
+.Lc1_d6615_s_t:
     jmp rcx
-.Lc1_d6883_s_t:
+.Lc1_d6669_s_t:
     jmp rcx
-.Lc1_d6932_s_t:
+.Lc1_d6718_s_t:
     jmp rcx
-.Lc1_d7039_s_t:
+.Lc1_d6823_s_t:
     jmp rcx
-.Lc1_d7093_s_t:
+.Lc1_d6876_s_t:
     jmp rcx
-.Lc1_d7144_s_t:
+.Lc1_d6924_s_t:
     jmp rcx
-.Lc1_d7202_s_t:
+.Lc1_d6978_s_t:
     jmp rcx
-.Lc1_d7314_s_t:
+.Lc1_d7032_s_t:
     jmp rcx
-.Lc1_d7366_s_t:
+.Lc1_d7094_s_t:
+    jmp rcx
+.Lc1_d7205_s_t:
+    jmp rcx
+.Lc1_d7258_s_t:
+    jmp rcx
+.Lc1_d7316_s_t:
+    jmp rcx
+.Lc1_d7368_s_t:
     jmp rcx
 .Lc1_d7422_s_t:
     jmp rcx
-.Lc1_d7472_s_t:
+.Lc1_d7474_s_t:
     jmp rcx
-.Lc1_d7526_s_t:
+.Lc1_d7577_s_t:
     jmp rcx
-.Lc1_d7637_s_t:
+.Lc1_d7635_s_t:
     jmp rcx
-.Lc1_d7690_s_t:
+.Lc1_d7691_s_t:
     jmp rcx
-.Lc1_d7744_s_t:
+.Lc1_d7743_s_t:
     jmp rcx
 .Lc1_d7797_s_t:
     jmp rcx
-.Lc1_d7899_s_t:
+.Lc1_d7855_s_t:
     jmp rcx
-.Lc1_d7952_s_t:
+.Lc1_d7956_s_t:
     jmp rcx
-.Lc1_d8017_s_t:
+.Lc1_d8012_s_t:
     jmp rcx
-.Lc1_d8069_s_t:
+.Lc1_d8079_s_t:
     jmp rcx
-.Lc1_d8169_s_t:
+.Lc1_d8131_s_t:
     jmp rcx
-.Lc1_d8226_s_t:
+.Lc1_d8182_s_t:
     jmp rcx
-.Lc1_d8278_s_t:
+.Lc1_d8229_s_t:
     jmp rcx
-.Lc1_d8337_s_t:
+.Lc1_d8341_s_t:
     jmp rcx
-.Lc1_d8438_s_t:
+.Lc1_d8393_s_t:
     jmp rcx
-.Lc1_d8492_s_t:
+.Lc1_d8443_s_t:
     jmp rcx
-.Lc1_d8544_s_t:
+.Lc1_d8496_s_t:
     jmp rcx
-.Lc1_d8599_s_t:
+.Lc1_d8546_s_t:
     jmp rcx
-.Lc1_d8646_s_t:
+.Lc1_d8600_s_t:
     jmp rcx
-.Lc1_d8749_s_t:
+.Lc1_d8709_s_t:
     jmp rcx
-.Lc1_d8802_s_t:
+.Lc1_d8762_s_t:
     jmp rcx
-.Lc1_d8849_s_t:
+.Lc1_d8811_s_t:
     jmp rcx
-.Lc1_d8900_s_t:
+.Lc1_d8866_s_t:
     jmp rcx
-.Lc1_d9007_s_t:
+.Lc1_d8929_s_t:
     jmp rcx
-.Lc1_d9070_s_t:
+.Lc1_d8981_s_t:
     jmp rcx
-.Lc1_d9128_s_t:
+.Lc1_d9035_s_t:
     jmp rcx
-.Lc1_d9178_s_t:
+.Lc1_d9139_s_t:
     jmp rcx
-.Lc1_d9287_s_t:
+.Lc1_d9191_s_t:
     jmp rcx
-.Lc1_d9342_s_t:
+.Lc1_d9243_s_t:
     jmp rcx
-.Lc1_d9392_s_t:
+.Lc1_d9297_s_t:
     jmp rcx
-.Lc1_d9454_s_t:
+.Lc1_d9358_s_t:
     jmp rcx
-.Lc1_d9511_s_t:
+.Lc1_d9413_s_t:
     jmp rcx
-.Lc1_d9623_s_t:
+.Lc1_d9520_s_t:
     jmp rcx
-.Lc1_d9676_s_t:
+.Lc1_d9577_s_t:
     jmp rcx
-.Lc1_d9734_s_t:
+.Lc1_d9629_s_t:
     jmp rcx
-.Lc1_d9790_s_t:
+.Lc1_d9686_s_t:
     jmp rcx
-.Lc1_d9897_s_t:
+.Lc1_d9735_s_t:
     jmp rcx
-.Lc1_d9947_s_t:
+.Lc1_d9788_s_t:
     jmp rcx
-.Lc1_d9997_s_t:
+.Lc1_d9903_s_t:
     jmp rcx
-.Lc1_d10058_s_t:
+.Lc1_d9972_s_t:
     jmp rcx
-.Lc1_d10176_s_t:
+.Lc1_d10023_s_t:
     jmp rcx
-.Lc1_d10226_s_t:
+.Lc1_d10073_s_t:
     jmp rcx
-.Lc1_d10282_s_t:
+.Lc1_d10124_s_t:
     jmp rcx
-.Lc1_d10336_s_t:
+.Lc1_d10185_s_t:
     jmp rcx
-.Lc1_d10395_s_t:
+.Lc1_d10285_s_t:
     jmp rcx
-.Lc1_d10498_s_t:
+.Lc1_d10338_s_t:
     jmp rcx
-.Lc1_d10548_s_t:
+.Lc1_d10398_s_t:
     jmp rcx
-.Lc1_d10607_s_t:
+.Lc1_d10458_s_t:
     jmp rcx
-.Lc1_d10663_s_t:
+.Lc1_d10510_s_t:
     jmp rcx
-.Lc1_d10770_s_t:
-    jmp rcx
-.Lc1_d10831_s_t:
-    jmp rcx
-.Lc1_d10891_s_t:
-    jmp rcx
-.Lc1_d10943_s_t:
-    jmp rcx
-.Lc1_d11047_s_t:
-    jmp rcx
-.Lc1_d11105_s_t:
-    jmp rcx
-.Lc1_d11171_s_t:
-    jmp rcx
-.Lc1_d11222_s_t:
-    jmp rcx
-.Lc1_d11329_s_t:
-    jmp rcx
-.Lc1_d11385_s_t:
-    jmp rcx
-.Lc1_d11443_s_t:
+.Lc1_d10567_s_t:
     jmp rcx
     .p2align 9, 0xcc
     .skip 1, 0xcc
-.Lc1_d11491_s_t:
+.Lc1_d10671_s_t:
     jmp rcx
-.Lc1_d11543_s_t:
+.Lc1_d10729_s_t:
     jmp rcx
-.Lc1_d11645_s_t:
+.Lc1_d10784_s_t:
     jmp rcx
-.Lc1_d11700_s_t:
+.Lc1_d10840_s_t:
     jmp rcx
-.Lc1_d11763_s_t:
+.Lc1_d10891_s_t:
     jmp rcx
-.Lc1_d11820_s_t:
+.Lc1_d10958_s_t:
     jmp rcx
-.Lc1_d11937_s_t:
+.Lc1_d11070_s_t:
     jmp rcx
-.Lc1_d11998_s_t:
+.Lc1_d11124_s_t:
     jmp rcx
-.Lc1_d12052_s_t:
+.Lc1_d11176_s_t:
     jmp rcx
-.Lc1_d12105_s_t:
+.Lc1_d11234_s_t:
+    jmp rcx
+.Lc1_d11283_s_t:
+    jmp rcx
+.Lc1_d11333_s_t:
+    jmp rcx
+.Lc1_d11439_s_t:
+    jmp rcx
+.Lc1_d11493_s_t:
+    jmp rcx
+.Lc1_d11550_s_t:
+    jmp rcx
+.Lc1_d11604_s_t:
+    jmp rcx
+.Lc1_d11659_s_t:
+    jmp rcx
+.Lc1_d11708_s_t:
+    jmp rcx
+.Lc1_d11814_s_t:
+    jmp rcx
+.Lc1_d11881_s_t:
+    jmp rcx
+.Lc1_d11944_s_t:
+    jmp rcx
+.Lc1_d11995_s_t:
+    jmp rcx
+.Lc1_d12049_s_t:
+    jmp rcx
+.Lc1_d12106_s_t:
     jmp rcx
 .Lc1_d12214_s_t:
     jmp rcx
-.Lc1_d12266_s_t:
+.Lc1_d12269_s_t:
     jmp rcx
-.Lc1_d12321_s_t:
+.Lc1_d12319_s_t:
     jmp rcx
 .Lc1_d12376_s_t:
     jmp rcx
-.Lc1_d12430_s_t:
+.Lc1_d12427_s_t:
     jmp rcx
-.Lc1_d12545_s_t:
+.Lc1_d12478_s_t:
     jmp rcx
-.Lc1_d12599_s_t:
+.Lc1_d12585_s_t:
     jmp rcx
-.Lc1_d12650_s_t:
+.Lc1_d12638_s_t:
     jmp rcx
-.Lc1_d12709_s_t:
+.Lc1_d12694_s_t:
     jmp rcx
-.Lc1_d12816_s_t:
+.Lc1_d12747_s_t:
     jmp rcx
-.Lc1_d12876_s_t:
+.Lc1_d12815_s_t:
     jmp rcx
-.Lc1_d12932_s_t:
+.Lc1_d12879_s_t:
     jmp rcx
-.Lc1_d12995_s_t:
+.Lc1_d12992_s_t:
+    jmp rcx
+.Lc1_d13043_s_t:
     jmp rcx
 .Lc1_d13094_s_t:
     jmp rcx
 .Lc1_d13149_s_t:
     jmp rcx
-.Lc1_d13200_s_t:
+.Lc1_d13196_s_t:
     jmp rcx
-.Lc1_d13258_s_t:
+.Lc1_d13252_s_t:
     jmp rcx
-.Lc1_d13306_s_t:
+.Lc1_d13302_s_t:
     jmp rcx
-.Lc1_d13415_s_t:
+.Lc1_d13408_s_t:
     jmp rcx
-.Lc1_d13476_s_t:
+.Lc1_d13458_s_t:
     jmp rcx
-.Lc1_d13534_s_t:
+.Lc1_d13514_s_t:
     jmp rcx
-.Lc1_d13592_s_t:
+.Lc1_d13575_s_t:
     jmp rcx
-.Lc1_d13703_s_t:
+.Lc1_d13632_s_t:
     jmp rcx
-.Lc1_d13752_s_t:
+.Lc1_d13689_s_t:
     jmp rcx
-.Lc1_d13810_s_t:
+.Lc1_d13809_s_t:
     jmp rcx
-.Lc1_d13861_s_t:
+.Lc1_d13860_s_t:
+    jmp rcx
+.Lc1_d13917_s_t:
+    jmp rcx
+.Lc1_d13966_s_t:
     jmp rcx
     .text
 

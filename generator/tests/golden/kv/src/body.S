@@ -86,1132 +86,1122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d565_j]
+    lea rcx, [rip + .Lc1_d566_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d565_j_t
-.Lc1_d565_j:
-    movzx edx, byte ptr [r15 + 704]
-    sete al
-    mov rdi, rdx
+    jmp .Lc1_d566_j_t
+.Lc1_d566_j:
+    mov qword ptr [r15 + 256], rax
+    mov rdx, rax
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j87:
-    popcnt rdx, rdx
-    mov r8d, dword ptr [r15 + 640]
+.Lc1_j90:
+    mov rbp, r10
+    popcnt rsi, rcx
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 1472]
     test ebx, 4064
     jz 1f
 1:
-.Lc1_j88:
-    mov edi, 85
-    mov byte ptr [r15 + 0], dl
+.Lc1_j91:
+    lea r8, [r10 + r10*1]
+    inc dword ptr [r15 + 896]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 174
     test ebx, 704
     jnz 1f
 1:
-.Lc1_j89:
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
+.Lc1_j92:
+    mov byte ptr [r15 + 0], r8b
+    mov ecx, r8d
     test bl, 64
     jnz 1f
 1:
-.Lc1_j90:
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+.Lc1_j93:
+    sete bpl
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-.Lc1_j91:
-    mov edi, r9d
-    bswap r8
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j92:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j93:
-    mov rbp, r10
-    mov rsi, qword ptr [r15 + 0]
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 164
-    mov r8, r10
-    test ebx, 56288
-    jnz 1f
-1:
 .Lc1_j94:
-    mov esi, 39
-    and r8, 8128
-    mov r9, r10
-    mov byte ptr [r15 + r8 + 7104], r8b
-    test bl, 64
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 192
     jz 1f
 1:
 .Lc1_j95:
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3008]
-    mov qword ptr [r14 + 0], r9
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    bswap rcx
+    mov ebp, dword ptr [r15 + 192]
+    test bl, 128
+    jnz 1f
+1:
 .Lc1_j96:
-    jz .Lc1_b3_done
-.Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d622_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d622_j_t
-.Lc1_d622_j:
-    mov rsi, qword ptr [r15 + 0]
-    popcnt r8, rax
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 192
+    mov qword ptr [r14 + r8 + 33554496], r9
+    mov eax, 130
+    test ebx, 27616
     jnz 1f
 1:
 .Lc1_j97:
-    movzx esi, cl
-    mov byte ptr [r15 + 0], r8b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov edi, 162
+    mov ecx, dword ptr [r14 + 640]
+    test ebx, 27616
+    jnz 1f
 1:
 .Lc1_j98:
-    mov dword ptr [r15 + 0], r8d
-    mov rsi, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j99:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 896]
-    mov esi, dword ptr [r14 + 448]
-    test ebx, 15072
-    jnz 1f
-1:
-.Lc1_j100:
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 768]
-    test ebx, 576
-    jz 1f
-1:
-.Lc1_j101:
-    mov edx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 192]
-    lea r9, [r10 + r10*2]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j102:
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], sil
-    or qword ptr [r15 + 256], 9
-    mov esi, edx
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j103:
-    mov edi, 90
-    mov byte ptr [r15 + r9 + 33554560], r9b
-    test bl, 192
-    jnz 1f
-1:
-.Lc1_j104:
-    mov ebp, 1
-    mov qword ptr [r15 + r9 + 33554496], rsi
+    mov rbp, qword ptr [r15 + 576]
+    movzx r8d, dil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j99:
+    jz .Lc1_b3_done
+.Lc1_b3_c1:
+    mov r9, r10
+    and r9, 448
+    mov rbp, r10
+    or qword ptr [r15 + r9 + 960], 105
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1984]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 192], dl
+    test ebx, 576
+    jnz 1f
+1:
+.Lc1_j100:
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 1536]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 16032
+    jz 1f
+1:
+.Lc1_j101:
+    popcnt rdx, r8
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j102:
+    mov byte ptr [r15 + 0], r9b
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov dword ptr [r15 + 0], ebp
+    test bl, 192
+    jnz 1f
+1:
+.Lc1_j103:
+    mov esi, eax
+    mov qword ptr [r15 + 0], rdi
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 7360
+    jz 1f
+1:
+.Lc1_j104:
+    mov edx, dword ptr [r14 + 0]
+    mov ebp, 25
+    mov r9, qword ptr [r15 + r8 + 1472]
+    test bl, 192
+    jz 1f
+1:
 .Lc1_j105:
+    movsxd rdi, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 704]
+    mov esi, 1
+    test ebx, 5568
+    jnz 1f
+1:
+.Lc1_j106:
+    mov edx, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 704], dl
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j107:
+    movzx eax, byte ptr [r15 + 832]
+    movzx r9d, bpl
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j108:
     jz .Lc1_b3_done
 .Lc1_b3_c2:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, 132
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    test ebx, 23520
-    jz 1f
-1:
-.Lc1_j106:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j107:
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 960]
-    test ebx, 704
-    jz 1f
-1:
-.Lc1_j108:
-    mov ecx, dword ptr [r15 + 576]
-    mov rdi, rbp
-    test ebx, 5952
-    jnz 1f
-1:
-.Lc1_j109:
-    mov r8d, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 704]
-    movzx ecx, byte ptr [r14 + 0]
-    test ebx, 1216
-    jz 1f
-1:
-.Lc1_j110:
-    movzx edi, byte ptr [r15 + 576]
-    movsxd r8, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d675_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d675_s_t
+    .p2align 3
+.Lc1_d675_s:
+    .p2align 3
+    jmp .Lc1_d675_j
+    .p2align 3
+    jmp .Lc1_d675_j
+    .p2align 3
+    jmp .Lc1_d675_j
+    .p2align 3
+    jmp .Lc1_d675_j
+.Lc1_d675_j:
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 131
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j111:
+.Lc1_j109:
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1504
+    jnz 1f
+1:
+.Lc1_j110:
     mov rbp, r10
-    mov byte ptr [r15 + 256], dil
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 1472]
-    mov dword ptr [r15 + 640], ebp
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 640
+    jz 1f
+1:
+.Lc1_j111:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3008]
     test bl, 64
     jnz 1f
 1:
 .Lc1_j112:
-    movsxd rcx, dword ptr [r14 + 640]
-    mov dword ptr [r15 + 192], 33
+    movsxd rsi, dword ptr [r15 + 512]
+    test ebx, 30688
+    jz 1f
+1:
+.Lc1_j113:
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 576]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j114:
+    mov eax, dword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j115:
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j113:
+.Lc1_j116:
     jz .Lc1_b3_done
 .Lc1_b3_c3:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d721_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d721_j_t
-.Lc1_d721_j:
+    movzx ebp, al
     mov dword ptr [r15 + 0], eax
-    mov r8d, 190
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 7904
+    mov rdi, rbp
+    test ebx, 1344
     jnz 1f
-1:
-.Lc1_j114:
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j115:
-    bswap r8
-    mov qword ptr [r15 + 0], r9
-    mov rdi, r8
-    test ebx, 13792
-    jnz 1f
-1:
-.Lc1_j116:
-    movzx r9d, byte ptr [r15 + 0]
-    bt r8, r8
-    test ebx, 576
-    jz 1f
 1:
 .Lc1_j117:
-    inc dword ptr [r15 + 256]
-    movzx eax, byte ptr [r14 + 192]
-    test ebx, 704
+    mov r8, rdi
+    movzx esi, byte ptr [r15 + 0]
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    test ebx, 576
     jnz 1f
 1:
 .Lc1_j118:
-    movzx edi, r9b
-    mov r9d, eax
-    mov rcx, rdi
-    test bl, 192
-    jnz 1f
+    sete bpl
+    mov rax, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j119:
-    mov rdx, qword ptr [r15 + 576]
-    add qword ptr [r15 + 832], r9
-    test ebx, 320
+    movsxd rdi, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov r9d, 96
+    test bl, 64
     jz 1f
 1:
 .Lc1_j120:
-    sete r9b
-    mov rdx, rdx
+    bt r9, r9
+    mov eax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j121:
+    movzx edi, byte ptr [r15 + 0]
+    add qword ptr [r14 + 768], r9
+    vmaxsd xmm7, xmm7, xmm7
+    test ebx, 576
+    jz 1f
+1:
+.Lc1_j122:
+    xor dword ptr [r15 + 704], edi
+    bswap r9
+    test ebx, 704
+    jnz 1f
+1:
+.Lc1_j123:
+    bt r9, r9
+    mov qword ptr [r15 + 448], r9
+    mov rbp, r9
+    test bl, 192
+    jnz 1f
+1:
+.Lc1_j124:
+    movzx edi, byte ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 896]
+    test ebx, 320
+    jz 1f
+1:
+.Lc1_j125:
+    mov r9, r10
+    mov eax, edx
+    mov byte ptr [r14 + 256], r9b
+    and r9, 448
+    lock or dword ptr [r15 + r9 + 960], 47
     test bl, 192
     jz 1f
 1:
-.Lc1_j121:
-    mov rsi, qword ptr [r14 + 0]
-    inc dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j122:
-    bt rdx, rsi
-    movzx edx, byte ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j123:
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 768]
-    mov rax, rcx
+.Lc1_j126:
+    mov edi, eax
+    mov rcx, rax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-.Lc1_j124:
+.Lc1_j127:
     jz .Lc1_b3_done
 .Lc1_b3_c4:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 320], rax
-    movsxd rbp, dword ptr [r15 + 768]
+    lea rcx, [rip + .Lc1_d780_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d780_j_t
+.Lc1_d780_j:
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov r9, qword ptr [r15 + 0]
     test ebx, 576
-    jnz 1f
-1:
-.Lc1_j125:
-    xor dword ptr [r15 + 0], eax
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j126:
-    bt r9, r9
-    mov ebp, ebp
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j127:
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, ebp
-    mov dword ptr [r15 + 0], 227
-    test bl, 192
-    jnz 1f
-1:
-.Lc1_j128:
-    mov ebp, 213
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 3520
-    jnz 1f
-1:
-.Lc1_j129:
-    mov r8, rbp
-    movsxd rcx, dword ptr [r15 + 704]
-    mov ebp, 164
-    test bl, 64
     jz 1f
 1:
+.Lc1_j128:
+    mov edx, r9d
+    bt r8, r8
+    mov r9d, 139
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j129:
+    xor dword ptr [r15 + 0], r9d
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 704
+    jnz 1f
+1:
 .Lc1_j130:
-    mov byte ptr [r15 + 256], r8b
-    mov qword ptr [r15 + 192], rcx
-    mov r8d, dword ptr [r14 + 0]
-    mov r9, r10
-    test bl, 128
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 192], cl
+    test ebx, 448
     jz 1f
 1:
 .Lc1_j131:
-    mov rbp, r10
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 960]
-    mov edx, dword ptr [r15 + 640]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dl
-    test ebx, 576
+    movsxd r9, dword ptr [r14 + 704]
+    mov dword ptr [r14 + 512], 227
+    mov rax, r9
+    test bl, 64
     jnz 1f
 1:
 .Lc1_j132:
-    movzx edi, dil
-    mov dword ptr [r15 + 512], 113
+    movzx r8d, al
+    mov ecx, r9d
+    lea rbp, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j133:
+    mov qword ptr [r15 + 384], rcx
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 1024]
+    mov esi, 13
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j134:
+    mov r8d, dword ptr [r15 + 768]
+    mov r9d, ebp
+    movsxd rax, dword ptr [r15 + 256]
+    test ebx, 576
+    jnz 1f
+1:
+.Lc1_j135:
+    mov dword ptr [r15 + rbp + 960], 67
+    movsxd rsi, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j133:
+.Lc1_j136:
     jz .Lc1_b3_done
 .Lc1_b3_c5:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d830_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d830_s_t
-    .p2align 3
-.Lc1_d830_s:
-    .p2align 3
-    jmp .Lc1_d830_j
-    .p2align 3
-    jmp .Lc1_d830_j
-    .p2align 3
-    jmp .Lc1_d830_j
-    .p2align 3
-    jmp .Lc1_d830_j
-.Lc1_d830_j:
-    movzx esi, byte ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 768]
-    test ebx, 704
+    mov esi, 239
+    movzx ecx, al
+    mov r9, r10
+    test ebx, 16096
     jz 1f
-1:
-.Lc1_j134:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 123
-    test ebx, 704
-    jz 1f
-1:
-.Lc1_j135:
-    mov byte ptr [r15 + 0], r9b
-    mov rsi, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j136:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 704]
-    mov rbp, r10
-    movsxd rsi, dword ptr [r14 + 0]
-    test ebx, 704
-    jnz 1f
 1:
 .Lc1_j137:
-    movsxd rdx, dword ptr [r14 + 0]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 1472]
-    test bl, 64
-    jnz 1f
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 248
+    mov byte ptr [r15 + 0], r9b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j138:
-    mov ecx, 223
-    mov rbp, r10
-    vmulsd xmm8, xmm8, xmm8
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    mov rsi, r9
+    lock or dword ptr [r15 + 0], 89
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
 .Lc1_j139:
-    mov esi, 91
-    and rbp, 4032
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 3008]
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 0]
+    and rbp, 960
+    mov rdi, qword ptr [r15 + rbp + 1984]
     test ebx, 832
-    jnz 1f
+    jz 1f
 1:
 .Lc1_j140:
-    movzx esi, sil
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    movsxd rsi, dword ptr [r15 + 896]
+    movsxd r9, dword ptr [r15 + 768]
+    test ebx, 7904
+    jz 1f
+1:
 .Lc1_j141:
-    jz .Lc1_b3_done
-.Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d878_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d878_j_t
-.Lc1_d878_j:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 192
+    movsxd rax, dword ptr [r14 + 0]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 640]
+    test ebx, 28128
     jnz 1f
 1:
 .Lc1_j142:
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 63968
-    jnz 1f
-1:
-.Lc1_j143:
-    mov edi, ecx
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 128864
-    jz 1f
-1:
-.Lc1_j144:
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 256]
-    test ebx, 576
-    jz 1f
-1:
-.Lc1_j145:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7104]
-    mov byte ptr [r15 + 704], bpl
-    mov rdi, qword ptr [r15 + 256]
-    mov r8, r10
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j146:
-    mov dword ptr [r15 + 192], 63
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    test ebx, 3488
-    jnz 1f
-1:
-.Lc1_j147:
-    movzx eax, byte ptr [r14 + 512]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3008]
+    vmovdqu xmm1, xmmword ptr [r15 + 576]
     test bl, 192
     jnz 1f
 1:
-.Lc1_j148:
-    mov r9, r10
-    movzx edi, al
-    add qword ptr [r15 + 640], r9
-    test ebx, 320
-    jz 1f
+.Lc1_j143:
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-.Lc1_j149:
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 3008]
-    mov rdi, qword ptr [r15 + 896]
+.Lc1_j144:
+    mov edi, 40
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j145:
+    jz .Lc1_b3_done
+.Lc1_b3_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d881_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d881_j_t
+.Lc1_d881_j:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 220
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 192
+    jnz 1f
+1:
+.Lc1_j146:
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 63968
+    jnz 1f
+1:
+.Lc1_j147:
+    add qword ptr [r15 + 0], rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 128864
+    jz 1f
+1:
+.Lc1_j148:
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, al
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 576
+    jz 1f
+1:
+.Lc1_j149:
+    mov esi, eax
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 1024]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
 .Lc1_j150:
+    xchg qword ptr [r15 + 512], rdx
+    mov rdi, qword ptr [r15 + 832]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j151:
+    movzx esi, byte ptr [r14 + 0]
+    mov byte ptr [r15 + 448], dil
+    mov byte ptr [r14 + 896], sil
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j152:
+    movzx edx, byte ptr [r15 + r8 + 960]
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    test bl, 64
+    jnz 1f
+1:
+.Lc1_j153:
+    movzx edi, byte ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 512]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j154:
     jz .Lc1_b3_done
 .Lc1_b3_c7:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 56
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j151:
-    mov dword ptr [r15 + 0], 113
-    mov esi, edi
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 64480
-    jnz 1f
-1:
-.Lc1_j152:
-    mov r9, qword ptr [r15 + 0]
-    mov esi, esi
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 14048
-    jnz 1f
-1:
-.Lc1_j153:
-    mov r9, r9
-    mov r8, r10
-    inc dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j154:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 960]
-    mov byte ptr [r15 + 448], r8b
+    lea rcx, [rip + .Lc1_d934_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d934_j_t
+.Lc1_d934_j:
+    vcvtsi2sd xmm7, xmm7, ecx
+    mov edx, eax
+    mov dword ptr [r15 + 0], eax
     test ebx, 1984
-    jz 1f
+    jnz 1f
 1:
 .Lc1_j155:
-    movsxd rcx, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 832]
-    test ebx, 576
-    jnz 1f
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j156:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 256]
-    crc32 rcx, rdx
-    mov rbp, qword ptr [r15 + 576]
-    mov r9, r10
-    test ebx, 14240
+    mov dword ptr [r15 + 0], 127
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 55264
     jz 1f
 1:
 .Lc1_j157:
-    mov qword ptr [r15 + 192], rcx
-    and r9, 960
-    mov rcx, qword ptr [r15 + r9 + 1984]
-    movzx ebp, byte ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, r9
+    test ebx, 14176
+    jz 1f
 1:
 .Lc1_j158:
-    mov byte ptr [r15 + 448], r9b
-    mov eax, dword ptr [r15 + 512]
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 1984]
+    mov ebp, r9d
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j159:
+    mov rax, qword ptr [r14 + 448]
+    movsxd rdi, dword ptr [r15 + 832]
+    test bl, 192
+    jz 1f
+1:
+.Lc1_j160:
+    mov r9, qword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 576]
+    test ebx, 832
+    jnz 1f
+1:
+.Lc1_j161:
+    mov rbp, r10
+    mov r8, r10
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 960]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
+    test ebx, 32160
+    jnz 1f
+1:
+.Lc1_j162:
+    mov byte ptr [r15 + 192], r9b
+    mov rdx, qword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j159:
+.Lc1_j163:
     jz .Lc1_b3_done
 .Lc1_b3_c8:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d985_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d985_j_t
-.Lc1_d985_j:
-    mov ebp, dword ptr [r14 + 512]
-    sete al
-    mov r9, r10
-    test ebx, 1344
+    mov rbp, r10
+    mov dword ptr [r15 + 448], 234
+    and rbp, 448
+    movzx r8d, byte ptr [r14 + rbp + 960]
+    mov r9d, dword ptr [r15 + 512]
+    test ebx, 576
     jnz 1f
 1:
-.Lc1_j160:
-    movzx ebp, byte ptr [r15 + 192]
+.Lc1_j164:
+    mov rsi, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 0], 151
+    test ebx, 62432
+    jnz 1f
+1:
+.Lc1_j165:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+.Lc1_j166:
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, 185
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j167:
+    bt r9, rbp
+    mov r9, r10
+    mov rbp, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j168:
+    add qword ptr [r15 + 0], rbp
     and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], bpl
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j169:
+    sete bpl
+    movzx eax, byte ptr [r14 + 640]
+    test bl, 64
+    jnz 1f
+1:
+.Lc1_j170:
     mov r8, r10
-    mov byte ptr [r15 + r9 + 33554432], r9b
+    mov esi, eax
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3008]
     test bl, 192
     jnz 1f
 1:
-.Lc1_j161:
-    mov edi, 48
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3008]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j162:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j163:
-    mov dword ptr [r15 + 0], 185
-    mov esi, 77
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j164:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, ecx
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j165:
-    bt rsi, rsi
-    mov rbp, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j166:
-    mov edi, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 640]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j167:
-    mov rdx, qword ptr [r15 + 896]
-    mov qword ptr [r14 + 0], rdi
+.Lc1_j171:
+    mov ebp, 241
+    mov r9d, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j168:
+.Lc1_j172:
     jz .Lc1_b3_done
 .Lc1_b3_c9:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r14 + 0]
-    bswap rdi
-    mov rdx, rbp
+    lea rcx, [rip + .Lc1_d1036_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1036_j_t
+.Lc1_d1036_j:
+    movzx r8d, byte ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 640]
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j169:
-    mov dword ptr [r15 + 0], 44
-    mov r9d, 5
-    test ebx, 8096
-    jz 1f
-1:
-.Lc1_j170:
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdx
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 130464
-    jnz 1f
-1:
-.Lc1_j171:
-    mov ebp, 205
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1600
-    jnz 1f
-1:
-.Lc1_j172:
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 3520
-    jz 1f
-1:
 .Lc1_j173:
-    mov edi, edi
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, 213
-    test ebx, 320
-    jnz 1f
-1:
-.Lc1_j174:
-    mov rax, qword ptr [r15 + 576]
-    mov rbp, r10
-    mov r9d, 135
-    test ebx, 448
-    jnz 1f
-1:
-.Lc1_j175:
-    movsxd r8, dword ptr [r15 + 192]
-    lea r9, [r10 + r10*1]
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 960]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1472]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j176:
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    movsxd rsi, dword ptr [r15 + r9 + 1536]
+    mov edi, 178
+    mov dword ptr [r15 + 256], ebp
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+.Lc1_j174:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 7360
+    jz 1f
+1:
+.Lc1_j175:
+    movzx edi, byte ptr [r15 + 0]
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1984]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j176:
+    movzx esi, byte ptr [r14 + 192]
+    test ebx, 704
+    jz 1f
+1:
 .Lc1_j177:
-    mov ecx, dword ptr [r15 + 640]
-    crc32 eax, al
+    mov edx, dword ptr [r15 + 704]
+    mov edi, esi
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j178:
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 19
+    movsxd rcx, dword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j179:
+    mov edx, 154
+    mov rdi, rcx
+    test ebx, 15712
+    jnz 1f
+1:
+.Lc1_j180:
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j178:
+.Lc1_j181:
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1091_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1091_j_t
-.Lc1_d1091_j:
-    mov rsi, qword ptr [r14 + 0]
-    mov edx, 13
-    test ebx, 47072
+    btc dword ptr [r15 + 0], 19
+    mov edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
-1:
-.Lc1_j179:
-    movzx r9d, byte ptr [r15 + 704]
-    cmovne rcx, rsi
-    test bl, 192
-    jnz 1f
-1:
-.Lc1_j180:
-    mov r8, r10
-    mov esi, r9d
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 1472]
-    test ebx, 6976
-    jz 1f
-1:
-.Lc1_j181:
-    mov edx, 83
-    mov qword ptr [r15 + 448], rsi
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
 1:
 .Lc1_j182:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    movzx edx, byte ptr [r14 + 512]
-    test ebx, 7360
-    jz 1f
+    mov r8d, 99
+    mov esi, edi
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 130720
+    jnz 1f
 1:
 .Lc1_j183:
-    btc dword ptr [r15 + 0], 5
-    mov ecx, ebp
-    test ebx, 60896
-    jz 1f
+    cmovne rdx, rbp
+    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 114592
+    jnz 1f
 1:
 .Lc1_j184:
-    mov edi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov edi, 31
+    mov r9d, 29
+    mov r8d, edi
     test bl, 64
     jz 1f
 1:
 .Lc1_j185:
-    mov rdx, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 256]
-    mov r8, r10
+    lea rbp, [r10 + r10*1]
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554496], rcx
+    lea r8, [r10 + r10*2]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7104]
+    test ebx, 576
+    jz 1f
+1:
+.Lc1_j186:
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 1600]
+    mov ecx, r8d
+    mov qword ptr [r15 + r8 + 1536], rdi
+    test ebx, 28128
+    jnz 1f
+1:
+.Lc1_j187:
+    mov qword ptr [r15 + rbp + 33554432], r8
+    movsxd rdx, dword ptr [r15 + r8 + 1472]
+    movzx ebp, r8b
+    test bl, 192
+    jz 1f
+1:
+.Lc1_j188:
+    movzx ecx, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r14 + 192]
+    mov rdi, qword ptr [r15 + 512]
     test ebx, 3776
     jnz 1f
 1:
-.Lc1_j186:
-    and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 1984]
-    mov eax, r8d
+.Lc1_j189:
+    movzx eax, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j187:
+.Lc1_j190:
     jz .Lc1_b3_done
 .Lc1_b3_c11:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, al
-    mov edx, dword ptr [r15 + 0]
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j188:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j189:
-    mov r8d, ecx
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 15072
+    lea rcx, [rip + .Lc1_d1137_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1137_j_t
+.Lc1_d1137_j:
+    mov rbp, r10
+    mov edi, 235
+    and rbp, 8128
+    movsxd r8, dword ptr [r14 + rbp + 7104]
+    lea r9, [r10 + r10*1]
+    test bl, 64
     jnz 1f
 1:
-.Lc1_j190:
-    mov edx, 184
-    mov byte ptr [r15 + 0], dil
-    test ebx, 704
-    jz 1f
-1:
 .Lc1_j191:
-    mov r8, r10
-    mov edx, dword ptr [r15 + 768]
-    lea rbp, [r10 + r10*1]
-    and r8, 8128
-    lock xadd qword ptr [r15 + r8 + 7104], rdi
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dil
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1286
+    rep movsb
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
 .Lc1_j192:
-    mov esi, 190
-    mov r9, r10
-    mov edx, 252
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 1024]
+    test ebx, 15072
+    jnz 1f
 1:
 .Lc1_j193:
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    mov edx, 32
-    movsxd rcx, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov ebp, 54
+    mov r8d, 71
+    test ebx, 3680
+    jz 1f
 1:
 .Lc1_j194:
-    mov qword ptr [r14 + rbp + 33554496], r9
-    mov ebp, 208
+    movzx ecx, r8b
+    test ebx, 1216
+    jnz 1f
+1:
+.Lc1_j195:
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
+1:
+.Lc1_j196:
+    mov edi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j197:
+    mov ecx, 53
+    mov rbp, r10
+    test ebx, 6592
+    jz 1f
+1:
+.Lc1_j198:
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], sil
+    test ebx, 1600
+    jz 1f
+1:
+.Lc1_j199:
+    mov r8d, dword ptr [r15 + r9 + 960]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j195:
+.Lc1_j200:
     jz .Lc1_b3_done
 .Lc1_b3_c12:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1191_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1191_j_t
-.Lc1_d1191_j:
-    mov esi, dword ptr [r15 + 0]
-    mov edx, 241
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
+    mov qword ptr [r15 + 256], rax
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r8d, al
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
-.Lc1_j196:
-    mov ebp, esi
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
+.Lc1_j201:
+    mov ebp, 233
+    lock xadd qword ptr [r15 + 0], rsi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-.Lc1_j197:
-    mov qword ptr [r15 + 0], rdi
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+.Lc1_j202:
+    mov byte ptr [r15 + 0], sil
+    mov edx, esi
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1344
     jz 1f
 1:
-.Lc1_j198:
-    mov rbp, rdi
-    mov edx, dword ptr [r14 + 704]
+.Lc1_j203:
+    mov ebp, dword ptr [r15 + 0]
+    mov rsi, rax
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j199:
-    movzx ecx, dil
-    mov rbp, r10
-    mov rdi, qword ptr [r14 + 0]
-    and rbp, 960
-    mov edx, dword ptr [r15 + rbp + 1984]
-    lea r8, [r10 + r10*2]
-    test ebx, 576
-    jz 1f
-1:
-.Lc1_j200:
-    mov byte ptr [r15 + 448], bpl
+.Lc1_j204:
+    mov r9, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 448]
     and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554560], dl
-    test ebx, 576
+    mov byte ptr [r15 + r8 + 33554432], r9b
+    test ebx, 1344
     jnz 1f
 1:
-.Lc1_j201:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + r8 + 33554496], r8d
-    mov edi, dword ptr [r15 + 576]
+.Lc1_j205:
+    mov esi, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 640]
+    test bl, 64
+    jnz 1f
+1:
+.Lc1_j206:
+    mov r9, r10
+    popcnt rdx, rsi
+    mov dword ptr [r15 + r8 + 33554496], r9d
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1472], sil
+    mov rbp, r10
     test bl, 192
     jnz 1f
 1:
-.Lc1_j202:
-    mov ebp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + r8 + 33554432], cl
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j203:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 640]
-    popcnt rcx, rbp
+.Lc1_j207:
+    mov eax, dword ptr [r14 + 704]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j204:
+.Lc1_j208:
     jz .Lc1_b3_done
 .Lc1_b3_c13:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    mov rdi, rax
-    mov edx, 45
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7104]
+    lea rcx, [rip + .Lc1_d1237_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1237_j_t
+.Lc1_d1237_j:
+    movsxd rdx, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1284
+    rep movsb
+    test ebx, 16160
+    jz 1f
+1:
+.Lc1_j209:
+    mov byte ptr [r15 + 0], dl
+    mov r9d, 45
+    test ebx, 61152
+    jnz 1f
+1:
+.Lc1_j210:
+    mov ebp, 197
+    movzx eax, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j211:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    movzx ecx, al
     test bl, 64
     jz 1f
 1:
-.Lc1_j205:
-    xor dword ptr [r15 + 448], edi
-    movzx ebp, dl
-    mov edi, 143
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+.Lc1_j212:
+    mov rdx, rcx
+    test ebx, 57152
+    jnz 1f
 1:
-.Lc1_j206:
-    movzx edx, cl
-    mov ecx, 127
-    test ebx, 6112
+.Lc1_j213:
+    mov esi, 127
+    mov rbp, r10
+    mov edi, 236
+    test bl, 64
     jz 1f
 1:
-.Lc1_j207:
-    movzx esi, byte ptr [r15 + 832]
-    mov byte ptr [r15 + 0], dil
-    mov edi, 54
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j208:
-    movsxd rbp, dword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j209:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, 176
-    test ebx, 48608
-    jz 1f
-1:
-.Lc1_j210:
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 512], sil
-    lock xadd qword ptr [r15 + 768], rdx
+.Lc1_j214:
+    mov qword ptr [r14 + 0], rdx
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], esi
     test bl, 64
     jnz 1f
 1:
-.Lc1_j211:
-    movzx edi, byte ptr [r14 + 640]
-    movzx ecx, r9b
-    mov byte ptr [r15 + 512], dil
+.Lc1_j215:
+    mov byte ptr [r15 + 192], bpl
+    mov byte ptr [r15 + 832], bpl
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j212:
-    mov dword ptr [r14 + 448], edi
-    movsxd rbp, dword ptr [r15 + 704]
+.Lc1_j216:
+    movsxd rdx, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j217:
+    mov esi, 176
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j213:
+.Lc1_j218:
     jz .Lc1_b3_done
 .Lc1_b3_c14:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 66
-    setz al
-    lea rcx, [rip + .Lc1_d1295_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1295_s_t
-    .p2align 3
-.Lc1_d1295_s:
-    .p2align 3
-    jmp .Lc1_d1295_j
-    .p2align 3
-    jmp .Lc1_d1295_j
-.Lc1_d1295_j:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 64
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 15200
     jnz 1f
-1:
-.Lc1_j214:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, r8d
-    test bl, 192
-    jnz 1f
-1:
-.Lc1_j215:
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 704
-    jnz 1f
-1:
-.Lc1_j216:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1024], r8
-    movzx r8d, byte ptr [r15 + 768]
-    test ebx, 1344
-    jz 1f
-1:
-.Lc1_j217:
-    mov r9, qword ptr [r15 + 576]
-    mov qword ptr [r15 + 640], rbp
-    mov r8, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j218:
-    movsxd rdi, dword ptr [r15 + 256]
-    test ebx, 5952
-    jz 1f
 1:
 .Lc1_j219:
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7104]
-    mov dword ptr [r15 + rbp + 960], 111
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 159
+    movzx eax, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
 .Lc1_j220:
-    mov rbp, qword ptr [r14 + 192]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    mov rbp, rax
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 640], rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
 .Lc1_j221:
-    jz .Lc1_b3_done
-.Lc1_b3_c15:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 896], rbp
-    mov rsi, r9
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], 42
-    test ebx, 6976
+    mov qword ptr [r15 + 512], rsi
+    mov r8d, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r14 + 0]
+    test ebx, 704
     jnz 1f
 1:
 .Lc1_j222:
-    mov edx, 32
-    mov rdi, qword ptr [r15 + 896]
-    test ebx, 61152
+    movzx eax, byte ptr [r15 + 512]
+    mov ebp, esi
+    mov r9, r10
+    cmovne rbp, rbp
+    test ebx, 576
     jz 1f
 1:
 .Lc1_j223:
-    mov esi, 24
-    mov r8, rdx
-    mov qword ptr [r15 + 704], rsi
-    test ebx, 20448
-    jz 1f
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 960]
+    movzx esi, byte ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j224:
-    mov edi, 168
-    cmovne rsi, r8
-    test ebx, 5568
-    jz 1f
+    movzx ebp, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j225:
-    mov ebp, dword ptr [r15 + 832]
-    mov edi, esi
-    mov r8, r10
-    test ebx, 12192
-    jz 1f
-1:
-.Lc1_j226:
-    movzx eax, bpl
-    mov qword ptr [r15 + r9 + 3072], r8
-    and r8, 960
-    movzx r9d, byte ptr [r15 + r8 + 1984]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j227:
-    mov ecx, 207
-    mov edi, dword ptr [r15 + 256]
-    test ebx, 32480
-    jz 1f
-1:
-.Lc1_j228:
-    movzx eax, dil
-    mov rdx, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], eax
-    test ebx, 14240
-    jnz 1f
-1:
-.Lc1_j229:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    xor dword ptr [r15 + 832], edx
-    test ebx, 320
-    jnz 1f
-1:
-.Lc1_j230:
-    mov r9, r10
-    mov ecx, dword ptr [r14 + 0]
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], 30
+    mov qword ptr [r15 + 768], rax
+    mov r9, qword ptr [r15 + 448]
+    cmovne rsi, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j226:
+    jz .Lc1_b3_done
+.Lc1_b3_c15:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1338_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1338_j_t
+.Lc1_d1338_j:
+    mov rbp, r10
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 235
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1600
+    jnz 1f
+1:
+.Lc1_j227:
+    movzx esi, byte ptr [r15 + 192]
+    mov r8d, 133
+    test ebx, 704
+    jz 1f
+1:
+.Lc1_j228:
+    mov edi, 176
+    mov qword ptr [r15 + 512], r8
+    lea rbp, [r10 + r10*1]
+    test ebx, 63296
+    jnz 1f
+1:
+.Lc1_j229:
+    mov rcx, qword ptr [r15 + 704]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554496], rcx
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j230:
+    mov eax, ecx
+    mov dword ptr [r15 + rbp + 33554432], 133
+    test ebx, 6848
+    jnz 1f
+1:
 .Lc1_j231:
+    mov r8, qword ptr [r15 + 448]
+    mov r9, r10
+    xor dword ptr [r14 + 0], r8d
+    test ebx, 5568
+    jz 1f
+1:
+.Lc1_j232:
+    mov ecx, r9d
+    and r9, 448
+    vmovdqu xmm1, xmmword ptr [r15 + r9 + 1472]
+    test ebx, 8160
+    jnz 1f
+1:
+.Lc1_j233:
+    mov edi, dword ptr [r15 + 896]
+    mov ebp, 111
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j234:
+    movzx ecx, dil
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j235:
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
@@ -1263,1167 +1253,1166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2192_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2192_j_t
-.Lc1_d2192_j:
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d2196_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2196_s_t
-    .p2align 3
-.Lc1_d2196_s:
-    .p2align 3
-    jmp .Lc1_d2196_j
-    .p2align 3
-    jmp .Lc1_d2196_j
-    .p2align 3
-    jmp .Lc1_d2196_j
-    .p2align 3
-    jmp .Lc1_d2196_j
-.Lc1_d2196_j:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 64320
+    mov rbp, r10
+    mov edx, eax
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], rdx
+    test ebx, 1984
     jz 1f
 1:
-.Lc1_j365:
-    mov dword ptr [r15 + 0], ecx
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-.Lc1_j366:
-    movzx edi, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 32416
-    jnz 1f
-1:
-.Lc1_j367:
-    movzx r8d, sil
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
 .Lc1_j368:
-    mov edx, r9d
-    test ebx, 320
+    mov dword ptr [r15 + 0], ebp
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
 .Lc1_j369:
-    mov byte ptr [r15 + 0], r8b
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 192
+    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, dil
+    test bl, 64
     jnz 1f
 1:
 .Lc1_j370:
-    mov edx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r14 + 0]
-    mov r9, r10
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
 .Lc1_j371:
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], 150
-    mov edi, dword ptr [r15 + 768]
-    test ebx, 14816
-    jz 1f
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j372:
-    mov rdx, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j373:
+    mov r8, r10
+    movzx edi, byte ptr [r14 + 256]
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3008]
+    test ebx, 1216
+    jz 1f
+1:
+.Lc1_j374:
+    movsxd rax, dword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j375:
+    mov edx, dword ptr [r15 + 832]
+    mov edi, ebp
+    mov r9, r10
+    test ebx, 49056
+    jz 1f
+1:
+.Lc1_j376:
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 33554368
+    mov dword ptr [r14 + r9 + 33554432], 200
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j373:
+.Lc1_j377:
     jz .Lc1_b8_done
 .Lc1_b8_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    movzx edx, byte ptr [r15 + 0]
-    popcnt rdi, rax
-    test ebx, 28384
-    jz 1f
-1:
-.Lc1_j374:
-    mov rbp, rax
-    mov dword ptr [r15 + 0], eax
-    mov rdi, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j375:
-    mov dword ptr [r15 + 0], edi
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 28576
-    jnz 1f
-1:
-.Lc1_j376:
-    mov r9d, edi
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d2218_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2218_s_t
+    .p2align 3
+.Lc1_d2218_s:
+    .p2align 3
+    jmp .Lc1_d2218_j
+    .p2align 3
+    jmp .Lc1_d2218_j
+.Lc1_d2218_j:
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 64
-    jz 1f
-1:
-.Lc1_j377:
-    mov rdx, rax
-    movsxd rbp, dword ptr [r14 + 256]
-    mov r9, r10
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
+    jnz 1f
 1:
 .Lc1_j378:
-    and r9, 4032
-    mov edx, dword ptr [r14 + r9 + 3008]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 512]
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 1984]
-    test bl, 192
-    jnz 1f
+    mov edx, ebp
+    mov edi, r9d
+    test ebx, 1216
+    jz 1f
 1:
 .Lc1_j379:
-    mov r9, r10
-    bswap rbp
-    mov rdx, qword ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov rsi, rdx
+    mov ecx, 46
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
 .Lc1_j380:
-    and r9, 448
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 1472]
-    mov edx, 198
-    movzx r8d, r9b
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, cl
+    popcnt rdi, rax
+    test ebx, 7744
+    jnz 1f
+1:
+.Lc1_j381:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+.Lc1_j382:
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 704], edx
+    test ebx, 5056
+    jz 1f
+1:
+.Lc1_j383:
+    bswap r9
+    mov esi, dword ptr [r15 + 768]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 896]
     test bl, 64
     jz 1f
 1:
-.Lc1_j381:
-    mov edi, dword ptr [r15 + 704]
-    mov edx, r8d
+.Lc1_j384:
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], ecx
+    vmovdqu xmm7, xmmword ptr [r15 + 192]
+    test ebx, 448
+    jnz 1f
+1:
+.Lc1_j385:
+    mov eax, dword ptr [r15 + 768]
+    mov rdx, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j382:
+.Lc1_j386:
     jz .Lc1_b8_done
 .Lc1_b8_c2:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2301_j]
+    lea rcx, [rip + .Lc1_d2274_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2301_j_t
-.Lc1_d2301_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 33554368
-    mov r9, r10
-    mov qword ptr [r15 + rbp + 33554496], rbp
-    mov qword ptr [r15 + rbp + 33554432], r9
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1472], ebp
-    test ebx, 24288
-    jnz 1f
-1:
-.Lc1_j383:
-    movzx edx, byte ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 320
+    jmp .Lc1_d2274_j_t
+.Lc1_d2274_j:
+    mov r9, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 12000
     jz 1f
 1:
-.Lc1_j384:
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 704
-    jnz 1f
-1:
-.Lc1_j385:
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, r8
-    test ebx, 57024
-    jnz 1f
-1:
-.Lc1_j386:
-    xchg rdx, rdx
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + 0]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
 .Lc1_j387:
-    mov byte ptr [r15 + 0], bpl
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 960]
-    test ebx, 576
+    mov ebp, dword ptr [r15 + 0]
+    xchg r9, rcx
+    test ebx, 5952
     jnz 1f
 1:
 .Lc1_j388:
-    mov qword ptr [r15 + 704], rcx
-    mov r9d, dword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test bl, 192
     jnz 1f
 1:
 .Lc1_j389:
-    mov r8d, dword ptr [r15 + 576]
-    mov rdx, rcx
-    test bl, 192
+    movzx eax, dl
+    mov qword ptr [r14 + 0], r8
+    test ebx, 15968
     jnz 1f
 1:
 .Lc1_j390:
-    movzx esi, r8b
-    mov ebp, dword ptr [r15 + 896]
+    movzx ebp, byte ptr [r15 + 832]
+    mov r9, r10
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j391:
+    movsxd rsi, dword ptr [r15 + 512]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3008]
+    test ebx, 1152
+    jnz 1f
+1:
+.Lc1_j392:
+    mov qword ptr [r15 + 704], r9
+    mov r8, r10
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1286
+    rep movsb
+    test bl, 192
+    jnz 1f
+1:
+.Lc1_j393:
+    mov dword ptr [r15 + 256], esi
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], sil
+    test bl, 192
+    jnz 1f
+1:
+.Lc1_j394:
+    mov rdx, r8
+    mov rbp, r10
+    mov rax, rdx
+    test ebx, 1216
+    jz 1f
+1:
+.Lc1_j395:
+    and rbp, 448
+    mov qword ptr [r14 + rbp + 1472], rax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j391:
+.Lc1_j396:
     jz .Lc1_b8_done
 .Lc1_b8_c3:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edi, 171
+    mov ecx, 244
+    movzx esi, al
     test bl, 64
     jnz 1f
 1:
-.Lc1_j392:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+.Lc1_j397:
+    movsxd rdx, dword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
     test ebx, 1344
     jnz 1f
 1:
-.Lc1_j393:
-    lea rbp, [r10 + r10*1]
-    movzx esi, sil
-    mov dword ptr [r15 + 0], 218
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 960]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j394:
-    mov r8, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 640]
-    vucomisd xmm8, xmm8
-    test ebx, 704
-    jz 1f
-1:
-.Lc1_j395:
-    movzx r8d, byte ptr [r15 + rbp + 1024]
-    movzx esi, al
-    mov dword ptr [r15 + 256], 221
-    test ebx, 16288
-    jz 1f
-1:
-.Lc1_j396:
-    mov dword ptr [r14 + 0], esi
-    mov rcx, rsi
-    mov edi, dword ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j397:
-    mov rax, qword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
 .Lc1_j398:
-    mov rdi, rbp
-    mov qword ptr [r15 + 192], rax
-    add qword ptr [r15 + 192], rdi
-    test ebx, 12000
+    mov rdi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
 .Lc1_j399:
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 218
+    test ebx, 704
+    jz 1f
+1:
+.Lc1_j400:
+    movsxd rax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 8096
+    jz 1f
+1:
+.Lc1_j401:
+    movzx esi, byte ptr [r15 + 0]
+    mov rbp, r10
+    add qword ptr [r15 + 0], rsi
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j402:
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 960]
+    mov r8, rbp
+    mov r9, r10
+    mov r8, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j403:
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3008]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1472]
+    test ebx, 12000
+    jnz 1f
+1:
+.Lc1_j404:
+    mov rcx, qword ptr [r14 + 704]
+    movsxd rsi, dword ptr [r15 + 576]
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j405:
+    mov dword ptr [r15 + 768], ecx
+    mov ebp, dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j400:
+.Lc1_j406:
     jz .Lc1_b8_done
 .Lc1_b8_c4:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2406_j]
+    lea rcx, [rip + .Lc1_d2383_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2406_j_t
-.Lc1_d2406_j:
-    lea r9, [r10 + r10*1]
-    mov edx, 183
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 1472]
+    jmp .Lc1_d2383_j_t
+.Lc1_d2383_j:
+    movzx r9d, cl
+    mov dword ptr [r15 + 0], ecx
     test ebx, 704
     jnz 1f
 1:
-.Lc1_j401:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 45024
+.Lc1_j407:
+    mov r8, r9
+    mov esi, r9d
+    test ebx, 22496
     jnz 1f
 1:
-.Lc1_j402:
-    movzx edi, bpl
+.Lc1_j408:
+    mov ebp, r8d
+    mov edx, 227
+    test ebx, 832
+    jnz 1f
+1:
+.Lc1_j409:
+    mov byte ptr [r15 + 0], dl
+    test ebx, 7136
+    jnz 1f
+1:
+.Lc1_j410:
+    mov rax, qword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j403:
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 7136
-    jnz 1f
-1:
-.Lc1_j404:
-    movsxd rcx, dword ptr [r14 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j405:
-    mov rbp, r10
-    mov rax, rcx
-    mov dword ptr [r14 + 0], ebp
+.Lc1_j411:
+    mov r9, qword ptr [r14 + 0]
+    mov eax, 63
     test ebx, 448
     jz 1f
 1:
-.Lc1_j406:
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], al
-    mov r8, r10
+.Lc1_j412:
+    mov rsi, qword ptr [r15 + 448]
     test bl, 64
     jnz 1f
 1:
-.Lc1_j407:
+.Lc1_j413:
+    mov r8, r10
+    mov qword ptr [r15 + 576], rsi
     and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 960]
-    mov edi, r8d
+    mov rdx, qword ptr [r15 + r8 + 1472]
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j408:
+.Lc1_j414:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 192]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 983
+    mov ecx, 1286
     rep movsb
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j409:
-    mov rbp, qword ptr [r15 + r9 + 1536]
+.Lc1_j415:
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3008]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j410:
+.Lc1_j416:
     jz .Lc1_b8_done
 .Lc1_b8_c5:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, edx
-    test ebx, 128928
+    mov r8, qword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 63392
     jz 1f
-1:
-.Lc1_j411:
-    mov rdi, r8
-    mov dword ptr [r15 + 0], 4
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    test ebx, 1216
-    jnz 1f
-1:
-.Lc1_j412:
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx edx, cl
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j413:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov edi, edx
-    mov dword ptr [r15 + 256], esi
-    test ebx, 63456
-    jnz 1f
-1:
-.Lc1_j414:
-    mov byte ptr [r15 + 256], dil
-    mov r9, qword ptr [r15 + 192]
-    xchg rdi, rdi
-    lea r8, [r10 + r10*2]
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j415:
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], dil
-    movzx eax, byte ptr [r15 + 768]
-    mov rdi, qword ptr [r14 + 0]
-    test ebx, 704
-    jz 1f
-1:
-.Lc1_j416:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 640]
-    movzx esi, cl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
 1:
 .Lc1_j417:
-    mov byte ptr [r15 + r8 + 33554560], dl
-    mov rdi, rsi
-    mov rdx, qword ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j418:
-    movzx eax, byte ptr [r15 + 704]
-    mov dword ptr [r15 + r8 + 33554496], 5
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j419:
-    jz .Lc1_b8_done
-.Lc1_b8_c6:
-    lea rcx, [rip + .Lc1_d2508_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2508_j_t
-.Lc1_d2508_j:
-    mov r8, r10
-    mov rdi, qword ptr [r14 + 0]
-    movzx edx, byte ptr [r15 + 192]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3008], dl
-    test ebx, 32544
+    mov byte ptr [r15 + 256], cl
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-.Lc1_j420:
-    movsxd rsi, dword ptr [r15 + 768]
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
-    test ebx, 1216
+.Lc1_j418:
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, edi
+    mov dword ptr [r15 + 0], 14
+    test ebx, 5824
     jnz 1f
 1:
+.Lc1_j419:
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    xchg rsi, rbp
+    test ebx, 576
+    jnz 1f
+1:
+.Lc1_j420:
+    lea r8, [r10 + r10*1]
+    mov eax, esi
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov r9, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
 .Lc1_j421:
-    mov qword ptr [r15 + 0], rsi
-    mov rcx, rsi
-    mov dword ptr [r15 + 0], 51
-    test ebx, 12192
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554496], r9b
+    and r9, 960
+    mov dword ptr [r14 + r9 + 1984], 170
+    movzx ecx, byte ptr [r15 + 768]
+    test ebx, 63968
     jz 1f
 1:
 .Lc1_j422:
-    mov rbp, qword ptr [r15 + 0]
-    movzx r8d, cl
-    test ebx, 320
-    jz 1f
+    mov rdi, qword ptr [r15 + 512]
+    mov rbp, r10
+    movzx esi, dil
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j423:
-    movzx edx, r8b
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j424:
-    mov dword ptr [r15 + 0], 73
-    mov edx, 238
-    mov ecx, esi
-    test ebx, 48864
-    jnz 1f
-1:
-.Lc1_j425:
-    movzx r8d, cl
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 448
-    jnz 1f
-1:
-.Lc1_j426:
-    movzx r9d, byte ptr [r15 + 0]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 1472]
-    mov esi, ebp
-    test ebx, 56288
-    jnz 1f
-1:
-.Lc1_j427:
-    bt rsi, rsi
-    mov r8d, esi
-    mov r9, r10
-    test ebx, 13792
-    jnz 1f
-1:
-.Lc1_j428:
-    movzx ecx, byte ptr [r15 + 448]
-    and r9, 448
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r14 + r9 + 960]
+    mov byte ptr [r15 + r8 + 33554432], sil
+    and rbp, 4032
+    mov r8, qword ptr [r14 + rbp + 3008]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j424:
+    jz .Lc1_b8_done
+.Lc1_b8_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2484_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2484_j_t
+.Lc1_d2484_j:
+    mov r9, r10
+    mov rdi, qword ptr [r15 + 896]
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 91
+    mov rbp, r10
+    bt rdi, r9
+    test ebx, 16160
+    jz 1f
+1:
+.Lc1_j425:
+    and rbp, 960
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 1984]
+    movzx r8d, bpl
+    test bl, 64
+    jnz 1f
+1:
+.Lc1_j426:
+    movsxd rsi, dword ptr [r14 + 0]
+    mov eax, r8d
+    test ebx, 384
+    jz 1f
+1:
+.Lc1_j427:
+    mov dword ptr [r15 + 0], 150
+    movzx ecx, al
+    test ebx, 6848
+    jz 1f
+1:
+.Lc1_j428:
+    mov edx, ecx
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
 .Lc1_j429:
+    mov qword ptr [r15 + 0], rdx
+    movzx edi, byte ptr [r15 + 0]
+    movzx ebp, r9b
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j430:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rax, rbp
+    test ebx, 48832
+    jnz 1f
+1:
+.Lc1_j431:
+    mov rsi, qword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 28640
+    jnz 1f
+1:
+.Lc1_j432:
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 512]
+    mov r9d, r8d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j433:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1472], r9b
+    mov edi, 40
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j434:
     jz .Lc1_b8_done
 .Lc1_b8_c7:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ecx, eax
-    mov ebp, 13
-    mov r9, r10
-    movzx esi, bpl
+    movzx ebp, al
+    mov ecx, 13
+    mov edx, 71
     test ebx, 1888
     jnz 1f
 1:
-.Lc1_j430:
-    mov r8d, ebp
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7104]
-    mov eax, 189
+.Lc1_j435:
+    lea r9, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 832]
+    mov rsi, qword ptr [r15 + 512]
     test ebx, 6592
     jnz 1f
 1:
-.Lc1_j431:
-    bswap r8
-    mov rdi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 704], r8
+.Lc1_j436:
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7168]
+    mov r8d, r9d
+    xor dword ptr [r15 + 0], edi
     test ebx, 1344
     jz 1f
 1:
-.Lc1_j432:
-    movzx esi, dil
-    movzx eax, dil
-    mov rbp, qword ptr [r15 + 704]
-    lea r9, [r10 + r10*1]
+.Lc1_j437:
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j433:
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], esi
-    mov r8d, dword ptr [r15 + 0]
+.Lc1_j438:
+    movzx ecx, bpl
+    inc dword ptr [r15 + 0]
     test ebx, 15072
     jnz 1f
 1:
-.Lc1_j434:
-    mov byte ptr [r15 + 0], r8b
-    mov rbp, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 192
+.Lc1_j439:
+    mov qword ptr [r15 + 0], rcx
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 448
     jnz 1f
 1:
-.Lc1_j435:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r8d
-    movzx edi, byte ptr [r15 + 0]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 1024]
-    test ebx, 15264
+.Lc1_j440:
+    mov rdi, rax
+    mov qword ptr [r14 + 0], rdx
+    test bl, 64
     jnz 1f
 1:
-.Lc1_j436:
-    mov edi, dword ptr [r15 + 768]
-    mov rax, qword ptr [r14 + rbp + 960]
-    mov rsi, rdi
+.Lc1_j441:
+    mov dword ptr [r15 + 448], edi
+    mov ebp, edi
+    test ebx, 704
+    jz 1f
+1:
+.Lc1_j442:
+    movzx ecx, bpl
+    mov r8d, dword ptr [r15 + r9 + 7104]
+    movzx ebp, byte ptr [r15 + 896]
+    mov r9, r10
+    test ebx, 3776
+    jz 1f
+1:
+.Lc1_j443:
+    bswap r8
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 1984]
     test bl, 64
     jz 1f
 1:
-.Lc1_j437:
-    sete dil
-    mov qword ptr [r15 + r9 + 33554496], rsi
+.Lc1_j444:
+    sete r8b
+    mov eax, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j438:
+.Lc1_j445:
     jz .Lc1_b8_done
 .Lc1_b8_c8:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2623_j]
+    lea rcx, [rip + .Lc1_d2600_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2623_j_t
-.Lc1_d2623_j:
+    jmp .Lc1_d2600_j_t
+.Lc1_d2600_j:
+    mov rbp, r10
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 1472]
+    movzx r8d, bpl
     movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx ebp, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j439:
-    mov edi, 193
-    mov esi, 185
+.Lc1_j446:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test ebx, 576
     jz 1f
 1:
-.Lc1_j440:
-    mov dword ptr [r15 + 0], 218
-    vmaxsd xmm10, xmm10, xmm10
+.Lc1_j447:
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, 247
     test ebx, 1984
     jz 1f
 1:
-.Lc1_j441:
-    movzx ebp, sil
-    mov dword ptr [r15 + 0], 237
+.Lc1_j448:
+    mov dword ptr [r15 + 0], 207
+    mov ecx, eax
     test bl, 64
     jnz 1f
 1:
-.Lc1_j442:
-    mov dword ptr [r15 + 0], 1
-    mov edx, ebp
+.Lc1_j449:
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov ebp, 36
+    sete cl
     test ebx, 448
     jz 1f
 1:
-.Lc1_j443:
-    mov eax, 31
-    xor dword ptr [r14 + 448], edx
-    xor dword ptr [r15 + 320], eax
+.Lc1_j450:
+    mov r8, r10
+    mov dword ptr [r15 + 576], 41
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7104]
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j444:
-    sete al
-    mov ecx, dword ptr [r15 + 384]
-    test ebx, 704
+.Lc1_j451:
+    mov edi, 85
+    mov ebp, 230
+    test ebx, 3520
     jnz 1f
 1:
-.Lc1_j445:
-    mov r9, rcx
-    mov rbp, r10
-    mov ecx, 25
-    test bl, 64
-    jz 1f
+.Lc1_j452:
+    mov dword ptr [r15 + 640], 240
+    xor dword ptr [r14 + 640], ebp
+    test ebx, 5056
+    jnz 1f
 1:
-.Lc1_j446:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3008]
-    mov esi, 201
-    test ebx, 7488
-    jz 1f
-1:
-.Lc1_j447:
-    movsxd rdx, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r14 + 576]
+.Lc1_j453:
+    mov qword ptr [r15 + 768], rbp
+    mov rax, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j448:
+.Lc1_j454:
     jz .Lc1_b8_done
 .Lc1_b8_c9:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1080033280
-    setz al
-    lea rcx, [rip + .Lc1_d2677_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2677_s_t
-    .p2align 3
-.Lc1_d2677_s:
-    .p2align 3
-    jmp .Lc1_d2677_j
-    .p2align 3
-    jmp .Lc1_d2677_j
-.Lc1_d2677_j:
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 76
-    test bl, 64
+    mov edx, eax
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, rdx
+    test ebx, 15776
     jz 1f
 1:
-.Lc1_j449:
-    mov dword ptr [r15 + 0], esi
-    vmovdqu ymm8, ymmword ptr [r15 + 0]
-    test ebx, 127968
+.Lc1_j455:
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j456:
+    movsxd r9, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rbp
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 8032
     jnz 1f
 1:
-.Lc1_j450:
-    mov ebp, esi
-    movzx ecx, byte ptr [r15 + 0]
+.Lc1_j457:
+    movzx eax, dil
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 3424
+    jz 1f
+1:
+.Lc1_j458:
+    movsxd rdx, dword ptr [r15 + 768]
+    or qword ptr [r15 + 576], 15
+    mov byte ptr [r14 + 0], dl
+    test ebx, 12128
+    jz 1f
+1:
+.Lc1_j459:
+    mov ecx, 241
+    mov eax, 204
+    test ebx, 1600
+    jnz 1f
+1:
+.Lc1_j460:
+    movzx ebp, byte ptr [r14 + 0]
+    mov edi, 211
+    mov r8, qword ptr [r15 + 256]
     test bl, 64
     jz 1f
 1:
-.Lc1_j451:
-    mov rdi, rcx
-    movsxd rax, dword ptr [r15 + 0]
+.Lc1_j461:
+    movzx r9d, byte ptr [r15 + 448]
+    mov rbp, r10
+    mov edx, r9d
     test ebx, 1216
     jnz 1f
 1:
-.Lc1_j452:
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 832]
+.Lc1_j462:
+    movsxd rsi, dword ptr [r15 + 704]
     and rbp, 448
-    mov byte ptr [r15 + rbp + 1472], al
+    movsxd rdi, dword ptr [r15 + rbp + 960]
+    popcnt rcx, rbp
     test ebx, 704
     jz 1f
 1:
-.Lc1_j453:
-    mov ecx, 85
-    mov rdi, rsi
-    test ebx, 3744
-    jnz 1f
-1:
-.Lc1_j454:
-    mov rax, qword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 512]
-    test ebx, 24416
-    jnz 1f
-1:
-.Lc1_j455:
-    popcnt rbp, rdi
-    vpaddq xmm10, xmm10, xmmword ptr [r14 + 448]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j456:
-    mov ecx, ebp
-    mov r9d, 81
+.Lc1_j463:
+    mov r9, r10
+    mov rax, rcx
+    and r9, 4032
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j457:
+.Lc1_j464:
     jz .Lc1_b8_done
 .Lc1_b8_c10:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    movzx edx, al
-    and r8, 448
-    movzx eax, byte ptr [r14 + r8 + 960]
-    mov edi, dword ptr [r15 + 512]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j458:
-    movsxd rbp, dword ptr [r15 + 768]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    test ebx, 1760
-    jz 1f
-1:
-.Lc1_j459:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    movsxd rax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2709_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2709_j_t
+.Lc1_d2709_j:
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 448
     jz 1f
 1:
-.Lc1_j460:
-    mov rdi, rax
-    movsxd r9, dword ptr [r15 + 0]
+.Lc1_j465:
+    movzx ebp, cl
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
+.Lc1_j466:
+    movzx edi, r9b
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
+1:
+.Lc1_j467:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j461:
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], ecx
+.Lc1_j468:
+    movsxd rcx, dword ptr [r15 + 704]
+    crc32 rax, rbp
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j462:
-    mov eax, r9d
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 24480
+.Lc1_j469:
+    lea r9, [r10 + r10*2]
+    mov ecx, eax
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1024], 14
+    test ebx, 12192
     jnz 1f
 1:
-.Lc1_j463:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, r10
-    crc32 rax, rbp
-    xor dword ptr [r15 + r8 + 1024], r9d
-    test bl, 64
-    jnz 1f
+.Lc1_j470:
+    mov rsi, r9
+    mov edi, dword ptr [r15 + 640]
+    test ebx, 1216
+    jz 1f
 1:
-.Lc1_j464:
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 1984]
-    movzx esi, r9b
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
+.Lc1_j471:
+    mov rbp, qword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], edi
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j465:
-    mov qword ptr [r15 + 640], rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], 96
+.Lc1_j472:
+    movzx eax, byte ptr [r15 + r9 + 1088]
+    mov qword ptr [r15 + r9 + 960], rbp
+    mov r8, r10
+    test ebx, 5952
+    jnz 1f
+1:
+.Lc1_j473:
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j466:
+.Lc1_j474:
     jz .Lc1_b8_done
 .Lc1_b8_c11:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2784_j]
+    lea rcx, [rip + .Lc1_d2762_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2784_j_t
-.Lc1_d2784_j:
-    mov qword ptr [r15 + 0], rcx
-    mov edx, ecx
+    jmp .Lc1_d2762_j_t
+.Lc1_d2762_j:
+    mov ebp, ecx
+    movzx edi, byte ptr [r15 + 576]
     test ebx, 1216
     jz 1f
 1:
-.Lc1_j467:
-    inc dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+.Lc1_j475:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-.Lc1_j468:
-    mov edx, dword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+.Lc1_j476:
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     test ebx, 3296
     jnz 1f
 1:
-.Lc1_j469:
-    mov qword ptr [r15 + 0], rdx
+.Lc1_j477:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 13280
+    jnz 1f
+1:
+.Lc1_j478:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 983
+    mov ecx, 1286
     rep movsb
-    test ebx, 27616
-    jz 1f
-1:
-.Lc1_j470:
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    add qword ptr [r15 + 0], rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j471:
-    not qword ptr [r15 + 448]
-    mov byte ptr [r14 + 640], r8b
-    test ebx, 704
-    jz 1f
-1:
-.Lc1_j472:
-    movzx ecx, r8b
-    movzx esi, byte ptr [r15 + 640]
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j473:
-    mov rdx, rsi
-    movzx edi, byte ptr [r15 + 896]
-    test ebx, 11232
-    jz 1f
-1:
-.Lc1_j474:
-    movsxd rcx, dword ptr [r14 + 0]
+.Lc1_j479:
+    popcnt rbp, rdi
     mov r8, r10
-    mov dword ptr [r15 + 576], ecx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov rdi, rbp
+    test bl, 192
+    jz 1f
+1:
+.Lc1_j480:
+    and r8, 960
+    movsxd rdx, dword ptr [r15 + r8 + 1984]
+    movsxd rax, dword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j475:
-    and r8, 448
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + 576], 52
+.Lc1_j481:
+    mov rbp, r10
+    mov dword ptr [r14 + 512], eax
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 960]
+    test bl, 64
+    jnz 1f
+1:
+.Lc1_j482:
+    inc dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j476:
+.Lc1_j483:
     jz .Lc1_b8_done
 .Lc1_b8_c12:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, 209
-    mov r8, r10
-    mov esi, 250
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], esi
+    mov esi, dword ptr [r15 + 512]
+    popcnt r8, rax
+    movzx edi, byte ptr [r15 + 192]
     test bl, 64
     jz 1f
 1:
-.Lc1_j477:
-    mov dword ptr [r15 + 0], r8d
+.Lc1_j484:
     mov dword ptr [r15 + 0], esi
-    popcnt r8, r8
+    mov rbp, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 320
     jnz 1f
 1:
-.Lc1_j478:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, cl
+.Lc1_j485:
+    mov r8d, 251
+    movsxd r9, dword ptr [r15 + 0]
+    mov rbp, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j479:
-    mov byte ptr [r15 + 384], bpl
-    mov r8d, 68
-    mov ebp, dword ptr [r15 + 512]
+.Lc1_j486:
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], r8b
+    movsxd rax, dword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 320]
     test ebx, 3008
     jnz 1f
 1:
-.Lc1_j480:
-    mov r9, r10
-    mov rax, qword ptr [r14 + 0]
-    mov ecx, r9d
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1984]
+.Lc1_j487:
+    movzx edi, sil
+    mov edx, ebp
     test bl, 128
     jnz 1f
 1:
-.Lc1_j481:
-    movsxd r8, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 832]
-    crc32 r9d, r8b
+.Lc1_j488:
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 192]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7104], eax
+    mov r9d, 152
     test ebx, 1344
     jnz 1f
 1:
-.Lc1_j482:
-    movzx ecx, byte ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 256]
+.Lc1_j489:
+    xchg r8, rax
+    mov rbp, qword ptr [r15 + 384]
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j483:
-    movzx ecx, sil
-    movzx r8d, byte ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 320]
+.Lc1_j490:
+    mov ecx, 5
+    mov dword ptr [r14 + 0], ebp
+    movzx esi, cl
+    test bl, 192
+    jnz 1f
+1:
+.Lc1_j491:
+    mov rdx, qword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j484:
+.Lc1_j492:
     jz .Lc1_b8_done
 .Lc1_b8_c13:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2889_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2889_j_t
-.Lc1_d2889_j:
-    mov edx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j485:
-    mov r9d, 216
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097156
+    setz al
+    lea rcx, [rip + .Lc1_d2865_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2865_s_t
+    .p2align 3
+.Lc1_d2865_s:
+    .p2align 3
+    jmp .Lc1_d2865_j
+    .p2align 3
+    jmp .Lc1_d2865_j
+.Lc1_d2865_j:
+    mov ebp, dword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
-    test ebx, 114592
+    test ebx, 320
     jnz 1f
 1:
-.Lc1_j486:
-    mov esi, 168
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 7648
-    jnz 1f
-1:
-.Lc1_j487:
-    mov rax, qword ptr [r15 + 0]
+.Lc1_j493:
     mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j488:
-    mov dword ptr [r14 + 704], edx
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 896]
     test bl, 64
     jnz 1f
 1:
-.Lc1_j489:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 960]
-    mov qword ptr [r14 + 0], r8
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j490:
-    movsxd rax, dword ptr [r15 + 704]
-    mov edx, dword ptr [r15 + 768]
+.Lc1_j494:
+    mov qword ptr [r15 + 0], rdx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j491:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r9, r10
-    mov r8d, 49
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
+.Lc1_j495:
+    mov esi, 245
+    mov rax, qword ptr [r15 + 256]
+    mov rbp, r10
+    test bl, 192
+    jz 1f
+1:
+.Lc1_j496:
+    mov r8, r10
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
+    test bl, 192
+    jz 1f
+1:
+.Lc1_j497:
+    and r8, 960
+    movsxd rdx, dword ptr [r14 + r8 + 1984]
+    test ebx, 1344
+    jnz 1f
+1:
+.Lc1_j498:
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 896]
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j499:
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], ecx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j492:
-    movzx eax, byte ptr [r15 + 448]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1472]
+.Lc1_j500:
+    movzx edx, byte ptr [r14 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j493:
+.Lc1_j501:
     jz .Lc1_b8_done
 .Lc1_b8_c14:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*2]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 1024]
-    mov qword ptr [r15 + 448], rbp
-    test ebx, 130848
+    mov qword ptr [r15 + 0], rax
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 65312
+    jnz 1f
+1:
+.Lc1_j502:
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 448], r9
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j503:
+    mov edi, dword ptr [r15 + 768]
+    movzx ecx, r9b
+    test ebx, 3520
     jz 1f
 1:
-.Lc1_j494:
-    mov r8, rdi
-    mov edx, 6
+.Lc1_j504:
+    xor dword ptr [r15 + 192], ecx
+    mov rbp, qword ptr [r15 + 512]
     mov r9, r10
     test bl, 64
     jnz 1f
 1:
-.Lc1_j495:
+.Lc1_j505:
     and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], r8b
+    mov byte ptr [r15 + r9 + 33554432], bpl
+    mov rax, qword ptr [r15 + 256]
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j506:
+    mov r8, r10
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 985
+    mov ecx, 1284
     rep movsb
-    test ebx, 3520
-    jz 1f
-1:
-.Lc1_j496:
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-.Lc1_j497:
-    mov qword ptr [r15 + 0], rdx
-    xor dword ptr [r15 + 832], ecx
+    mov rbp, r10
+    and r8, 448
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 1472]
     test bl, 64
     jz 1f
 1:
-.Lc1_j498:
-    movzx esi, al
-    vmulsd xmm10, xmm10, xmm8
-    test bl, 128
+.Lc1_j507:
+    mov rax, r8
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    test ebx, 3776
     jz 1f
 1:
-.Lc1_j499:
-    mov r9d, dword ptr [r15 + rbp + 1088]
-    mov byte ptr [r14 + 0], sil
-    mov r8, r10
-    test ebx, 1888
-    jz 1f
-1:
-.Lc1_j500:
-    and r8, 4032
-    movsxd rdi, dword ptr [r14 + r8 + 3008]
-    movzx r9d, r8b
+.Lc1_j508:
+    mov edi, dword ptr [r14 + 192]
+    mov esi, r9d
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j501:
-    mov ecx, r9d
-    mov edx, r9d
-    test ebx, 3904
-    jz 1f
-1:
-.Lc1_j502:
-    mov eax, dword ptr [r15 + rbp + 960]
-    mov rdi, qword ptr [r15 + 192]
+.Lc1_j509:
+    movzx ecx, sil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j503:
+.Lc1_j510:
     jz .Lc1_b8_done
 .Lc1_b8_c15:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d2995_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d2966_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2995_s_t
+    jmp .Lc1_d2966_s_t
     .p2align 3
-.Lc1_d2995_s:
+.Lc1_d2966_s:
     .p2align 3
-    jmp .Lc1_d2995_j
+    jmp .Lc1_d2966_j
     .p2align 3
-    jmp .Lc1_d2995_j
-.Lc1_d2995_j:
-    mov r8d, 140
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 576
+    jmp .Lc1_d2966_j
+    .p2align 3
+    jmp .Lc1_d2966_j
+    .p2align 3
+    jmp .Lc1_d2966_j
+.Lc1_d2966_j:
+    bt rcx, rcx
+    mov dword ptr [r15 + 0], 118
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j511:
+    mov dword ptr [r15 + 0], 153
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 448
+    jnz 1f
+1:
+.Lc1_j512:
+    mov r9d, dword ptr [r15 + 832]
+    test ebx, 31200
     jz 1f
 1:
-.Lc1_j504:
-    movzx ebp, r9b
-    bt r8, r8
-    test bl, 64
+.Lc1_j513:
+    mov byte ptr [r15 + 704], sil
+    movzx edx, byte ptr [r14 + 256]
+    test ebx, 320
+    jnz 1f
+1:
+.Lc1_j514:
+    movzx eax, r9b
+    sete r9b
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j515:
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1472], r9d
+    test ebx, 7744
     jz 1f
 1:
-.Lc1_j505:
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], 51
+.Lc1_j516:
+    mov ecx, 30
+    mov r8, r10
+    movzx esi, cl
     test ebx, 3008
     jnz 1f
 1:
-.Lc1_j506:
-    mov rax, rcx
-    mov dword ptr [r15 + 0], 237
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j507:
-    mov dword ptr [r15 + 0], 29
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j508:
-    movzx ebp, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 6592
-    jnz 1f
-1:
-.Lc1_j509:
-    mov r8, qword ptr [r15 + 512]
-    mov byte ptr [r14 + 0], r9b
-    test ebx, 63968
-    jz 1f
-1:
-.Lc1_j510:
-    mov ebp, dword ptr [r15 + 896]
-    mov dword ptr [r15 + 640], 34
-    mov r8, r10
-    test ebx, 120800
-    jnz 1f
-1:
-.Lc1_j511:
-    sete bpl
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 1472]
+.Lc1_j517:
+    and r8, 960
+    movsxd rdx, dword ptr [r15 + r8 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j512:
+.Lc1_j518:
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
 // block 5: 2048 bytes, 8 chunk(s), 16 chunk executions per call
@@ -2440,144 +2429,140 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194308
     setz al
-    lea rcx, [rip + .Lc1_d1627_s]
+    lea rcx, [rip + .Lc1_d1616_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1627_s_t
+    jmp .Lc1_d1616_s_t
     .p2align 3
-.Lc1_d1627_s:
+.Lc1_d1616_s:
     .p2align 3
-    jmp .Lc1_d1627_j
+    jmp .Lc1_d1616_j
     .p2align 3
-    jmp .Lc1_d1627_j
-.Lc1_d1627_j:
-    mov r9, r10
-    and r9, 960
-    mov edx, dword ptr [r14 + r9 + 1984]
-    mov qword ptr [r15 + 448], r9
+    jmp .Lc1_d1616_j
+.Lc1_d1616_j:
+    mov r8, r10
+    and r8, 8128
+    inc dword ptr [r15 + r8 + 7104]
+    mov r9d, 203
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
-.Lc1_j271:
-    mov byte ptr [r15 + 256], dl
-    mov rdi, qword ptr [r15 + 0]
+.Lc1_j275:
+    mov qword ptr [r15 + 0], r8
+    mov ecx, dword ptr [r15 + 0]
     test bl, 96
     jz 1f
 1:
-.Lc1_j272:
-    mov eax, 35
+.Lc1_j276:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-.Lc1_j273:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 40944
-    jz 1f
-1:
-.Lc1_j274:
-    add qword ptr [r15 + 0], rcx
-    movzx edi, r9b
-    test ebx, 416
-    jnz 1f
-1:
-.Lc1_j275:
-    or qword ptr [r15 + 0], 79
-    test ebx, 672
-    jz 1f
-1:
-.Lc1_j276:
-    mov r8d, 130
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 3952
-    jnz 1f
-1:
 .Lc1_j277:
-    movzx eax, byte ptr [r15 + 704]
-    mov r8, r10
-    cmovne rdx, rax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, eax
+    test ebx, 20464
+    jz 1f
 1:
 .Lc1_j278:
-    and r8, 448
-    movsxd rcx, dword ptr [r14 + r8 + 960]
+    or qword ptr [r15 + 0], 40
+    mov ecx, 158
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j279:
+    movzx r8d, r9b
+    add qword ptr [r15 + 832], rcx
+    test bl, 96
+    jnz 1f
+1:
+.Lc1_j280:
+    movzx eax, byte ptr [r15 + 576]
+    mov edx, dword ptr [r14 + 768]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j281:
+    movsxd rcx, dword ptr [r14 + 448]
+    mov r8d, dword ptr [r14 + 512]
+    test ebx, 28128
+    jz 1f
+1:
+.Lc1_j282:
+    cmovne rdx, rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j279:
+.Lc1_j283:
     jz .Lc1_b5_done
 .Lc1_b5_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rbp, r10
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1472]
     mov esi, dword ptr [r15 + 0]
-    mov ebp, 140
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 65232
-    jz 1f
-1:
-.Lc1_j280:
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 496
-    jz 1f
-1:
-.Lc1_j281:
-    mov ebp, dword ptr [r15 + 0]
-    movzx esi, r8b
-    mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j282:
-    mov qword ptr [r15 + 0], rsi
-    movzx eax, cl
-    not qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-.Lc1_j283:
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx edi, al
-    mov byte ptr [r15 + 768], bpl
-    test bl, 160
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 32464
     jnz 1f
 1:
 .Lc1_j284:
-    mov rdx, rdi
-    add qword ptr [r15 + 640], rdi
-    movsxd r8, dword ptr [r15 + 512]
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], 129
     test bl, 32
     jnz 1f
 1:
 .Lc1_j285:
-    mov rax, r8
-    mov rcx, qword ptr [r15 + 896]
-    mov r8d, dword ptr [r14 + 448]
-    test bl, 96
+    mov edx, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test ebx, 2528
     jz 1f
 1:
 .Lc1_j286:
-    mov rbp, r10
-    vcvtsi2sd xmm10, xmm10, r8d
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 27
-    mov r9, r10
-    mov dword ptr [r14 + 0], 55
-    test bl, 32
+    movsxd rax, dword ptr [r15 + 512]
+    mov esi, 81
+    test ebx, 672
     jz 1f
 1:
 .Lc1_j287:
-    movsxd rdi, dword ptr [r15 + 704]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 960]
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 896]
+    mov byte ptr [r15 + 768], bpl
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1984], rdx
+    test bl, 160
+    jnz 1f
+1:
+.Lc1_j288:
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx eax, bpl
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j289:
+    add qword ptr [r14 + 448], rax
+    mov rdi, rax
+    test bl, 160
+    jz 1f
+1:
+.Lc1_j290:
+    mov rdx, qword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 512]
+    test ebx, 8144
+    jz 1f
+1:
+.Lc1_j291:
+    mov rbp, r10
+    movzx ecx, dil
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 85
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j288:
+.Lc1_j292:
     jz .Lc1_b5_done
 .Lc1_b5_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -2586,369 +2571,356 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d1733_s]
+    lea rcx, [rip + .Lc1_d1718_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1733_s_t
+    jmp .Lc1_d1718_s_t
     .p2align 3
-.Lc1_d1733_s:
+.Lc1_d1718_s:
     .p2align 3
-    jmp .Lc1_d1733_j
+    jmp .Lc1_d1718_j
     .p2align 3
-    jmp .Lc1_d1733_j
-.Lc1_d1733_j:
-    mov rbp, r10
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    movsxd r9, dword ptr [r15 + 384]
-    popcnt rdi, r8
-    test ebx, 288
+    jmp .Lc1_d1718_j
+.Lc1_d1718_j:
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, r10
+    test ebx, 800
     jnz 1f
 1:
-.Lc1_j289:
-    mov qword ptr [r15 + 640], r9
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 8080
-    jz 1f
-1:
-.Lc1_j290:
-    mov rcx, rax
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 26608
-    jnz 1f
-1:
-.Lc1_j291:
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, ebp
+.Lc1_j293:
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 1472]
+    xor dword ptr [r15 + 0], r9d
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j292:
-    movzx r9d, dil
-    mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j293:
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, cl
-    test ebx, 29680
-    jnz 1f
-1:
 .Lc1_j294:
-    mov rax, qword ptr [r14 + 0]
-    mov dword ptr [r15 + 576], esi
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    mov qword ptr [r15 + 0], rax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
 .Lc1_j295:
-    mov edx, dword ptr [r15 + 512]
-    mov r8, r10
-    mov ebp, edx
-    test bl, 64
-    jz 1f
-1:
-.Lc1_j296:
-    mov r9, r8
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], r9b
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j297:
-    jz .Lc1_b5_done
-.Lc1_b5_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1789_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1789_s_t
-    .p2align 3
-.Lc1_d1789_s:
-    .p2align 3
-    jmp .Lc1_d1789_j
-    .p2align 3
-    jmp .Lc1_d1789_j
-    .p2align 3
-    jmp .Lc1_d1789_j
-    .p2align 3
-    jmp .Lc1_d1789_j
-.Lc1_d1789_j:
     mov rbp, r10
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 960]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-.Lc1_j298:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 320]
-    test ebx, 4080
-    jnz 1f
-1:
-.Lc1_j299:
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7104]
-    test bl, 96
-    jz 1f
-1:
-.Lc1_j300:
-    mov r8, qword ptr [r15 + 192]
-    mov esi, 77
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, rbp
     test bl, 224
     jz 1f
 1:
-.Lc1_j301:
-    mov edx, 242
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
+.Lc1_j296:
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3008]
+    mov r9d, dword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j302:
-    mov r9d, 221
-    mov ecx, edx
-    test ebx, 3872
+.Lc1_j297:
+    mov rcx, qword ptr [r14 + 0]
+    test bl, 160
     jnz 1f
 1:
-.Lc1_j303:
-    movzx ebp, dl
-    test ebx, 3424
-    jz 1f
+.Lc1_j298:
+    mov r8d, dword ptr [r15 + 256]
+    mov ebp, ecx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-.Lc1_j304:
-    mov edi, ebp
-    mov esi, r9d
-    test ebx, 8080
-    jnz 1f
-1:
-.Lc1_j305:
-    mov qword ptr [r14 + 768], rdi
+.Lc1_j299:
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j300:
+    jz .Lc1_b5_done
+.Lc1_b5_c3:
+    movzx r8d, byte ptr [r15 + 832]
+    xchg rax, rax
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 6640
+    jz 1f
+1:
+.Lc1_j301:
+    mov edx, eax
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+.Lc1_j302:
+    movzx r8d, byte ptr [r15 + 0]
+    mov rbp, r10
+    mov qword ptr [r15 + 0], r8
+    mov rdi, rbp
+    test ebx, 2784
+    jnz 1f
+1:
+.Lc1_j303:
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1984]
+    mov r9, r10
+    mov eax, 124
+    test bl, 32
+    jnz 1f
+1:
+.Lc1_j304:
+    and r9, 448
+    mov byte ptr [r14 + r9 + 1472], al
+    mov dword ptr [r15 + 704], 88
+    movzx eax, byte ptr [r15 + 384]
+    test bl, 160
+    jnz 1f
+1:
+.Lc1_j305:
+    movsxd r8, dword ptr [r15 + 576]
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 320]
+    test ebx, 288
+    jz 1f
+1:
 .Lc1_j306:
+    movzx r9d, byte ptr [r14 + 0]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7104]
+    movsxd rdi, dword ptr [r15 + 640]
+    test ebx, 2912
+    jnz 1f
+1:
+.Lc1_j307:
+    mov r8d, 188
+    movzx ecx, byte ptr [r15 + 768]
+    test bl, 32
+    jz 1f
+1:
+.Lc1_j308:
+    mov esi, 115
+    mov ebp, ecx
+    movzx eax, byte ptr [r15 + 512]
+    test ebx, 3872
+    jnz 1f
+1:
+.Lc1_j309:
+    movzx esi, bpl
+    mov r9d, eax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j310:
     jz .Lc1_b5_done
 .Lc1_b5_c4:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 960]
-    mov edx, ebp
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 65136
-    jz 1f
-1:
-.Lc1_j307:
-    mov esi, edx
-    mov r9d, edi
-    test ebx, 31696
-    jz 1f
-1:
-.Lc1_j308:
-    vsubsd xmm10, xmm10, xmm14
-    vmovdqu ymm11, ymmword ptr [r15 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test bl, 96
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1820_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1820_s_t
+    .p2align 3
+.Lc1_d1820_s:
+    .p2align 3
+    jmp .Lc1_d1820_j
+    .p2align 3
+    jmp .Lc1_d1820_j
+    .p2align 3
+    jmp .Lc1_d1820_j
+    .p2align 3
+    jmp .Lc1_d1820_j
+.Lc1_d1820_j:
+    mov esi, eax
+    mov edx, eax
+    mov ebp, esi
+    test ebx, 800
     jnz 1f
-1:
-.Lc1_j309:
-    mov dword ptr [r15 + 0], 176
-    mov esi, esi
-    test bl, 160
-    jnz 1f
-1:
-.Lc1_j310:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, rsi
-    mov edi, 204
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
 1:
 .Lc1_j311:
-    mov qword ptr [r14 + 0], rsi
-    mov esi, dword ptr [r15 + rbp + 1024]
+    movzx r9d, byte ptr [r15 + 0]
+    sete dl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
 .Lc1_j312:
-    mov rdx, rax
-    mov eax, 47
-    mov qword ptr [r15 + 384], rdx
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
+    mov qword ptr [r15 + 0], rdx
+    mov edi, edx
+    test bl, 32
+    jz 1f
 1:
 .Lc1_j313:
-    mov rdi, qword ptr [r15 + 896]
-    sete dl
-    test bl, 32
+    mov rcx, r9
+    mov eax, edi
+    test ebx, 608
     jnz 1f
 1:
 .Lc1_j314:
-    mov r8d, edi
-    mov rax, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 832]
-    test bl, 32
+    mov rsi, rdi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 244
+    test ebx, 15328
     jnz 1f
 1:
 .Lc1_j315:
-    mov r8, r10
-    mov rsi, rax
-    and r8, 448
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r8 + 1472]
+    mov r9, r10
+    movsxd rcx, dword ptr [r14 + 0]
+    lock add qword ptr [r15 + 704], r9
+    test bl, 32
+    jz 1f
+1:
+.Lc1_j316:
+    mov rbp, r10
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rbp
+    and rbp, 8128
+    vmovdqu xmm7, xmmword ptr [r15 + rbp + 7104]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j317:
+    mov esi, 53
+    mov rdx, qword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j316:
+.Lc1_j318:
     jz .Lc1_b5_done
 .Lc1_b5_c5:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1896_j]
+    lea rcx, [rip + .Lc1_d1874_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1896_j_t
-.Lc1_d1896_j:
-    vmovdqu xmm11, xmmword ptr [r14 + 0]
-    mov r8, rcx
-    mov rdx, rcx
+    jmp .Lc1_d1874_j_t
+.Lc1_d1874_j:
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     test bl, 96
     jz 1f
 1:
-.Lc1_j317:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+.Lc1_j319:
+    movzx ebp, r8b
+    cmovne r8, r9
     test ebx, 61168
     jnz 1f
 1:
-.Lc1_j318:
-    cmovne rdx, rax
-    crc32 eax, dil
-    test ebx, 8176
-    jnz 1f
-1:
-.Lc1_j319:
-    mov ebp, eax
-    movzx r8d, al
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
 .Lc1_j320:
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, r8d
-    test ebx, 800
-    jz 1f
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 2147483648
+    jnz 1f
 1:
 .Lc1_j321:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9, r10
-    mov eax, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-.Lc1_j322:
-    mov dword ptr [r15 + 0], eax
-    and r9, 33554368
-    mov qword ptr [r14 + r9 + 33554432], rax
-    mov rdx, qword ptr [r15 + 512]
-    test bl, 32
+    mov rax, rbp
+    mov rdx, rcx
+    test ebx, 24528
     jz 1f
 1:
+.Lc1_j322:
+    mov r8, r10
+    mov dword ptr [r15 + 0], ecx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
 .Lc1_j323:
-    mov rsi, rdx
-    mov rbp, r10
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 704]
+    crc32 eax, r8b
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 960]
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
 .Lc1_j324:
-    movsxd rsi, dword ptr [r15 + 448]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 960]
-    test ebx, 672
-    jnz 1f
+    mov r9, qword ptr [r15 + 320]
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 832]
+    test ebx, 352
+    jz 1f
 1:
 .Lc1_j325:
-    mov edx, ebp
-    mov dword ptr [r15 + 768], r8d
+    and r8, 4032
+    vmovdqu xmm7, xmmword ptr [r15 + r8 + 3008]
+    test bl, 96
+    jnz 1f
+1:
+.Lc1_j326:
+    mov rbp, r10
+    xor dword ptr [r14 + 448], r8d
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], r8
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j327:
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j326:
+.Lc1_j328:
     jz .Lc1_b5_done
 .Lc1_b5_c6:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 384]
     mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test bl, 160
-    jnz 1f
-1:
-.Lc1_j327:
     movzx ebp, byte ptr [r15 + 0]
-    movzx r9d, r8b
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j328:
-    mov rax, r9
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    test ebx, 800
+    jz 1f
 1:
 .Lc1_j329:
-    inc dword ptr [r15 + 0]
-    mov r8, r10
-    movsxd rbp, dword ptr [r14 + 0]
-    mov esi, dword ptr [r15 + 832]
-    test bl, 96
-    jnz 1f
-1:
-.Lc1_j330:
-    and r8, 448
-    vpaddd ymm3, ymm8, ymmword ptr [r15 + r8 + 1472]
-    cmovne rsi, r8
-    mov edi, r8d
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j331:
-    movzx ebp, byte ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 512]
-    test ebx, 672
-    jnz 1f
-1:
-.Lc1_j332:
-    mov eax, edx
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 576]
-    and r9, 960
-    movsxd rdi, dword ptr [r15 + r9 + 1984]
-    mov rbp, r10
+    movzx esi, byte ptr [r15 + 0]
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
+.Lc1_j330:
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rbp, rax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j331:
+    mov dword ptr [r15 + 448], r8d
+    movsxd rdi, dword ptr [r15 + 512]
+    test bl, 96
+    jnz 1f
+1:
+.Lc1_j332:
+    movzx esi, byte ptr [r14 + 768]
+    mov r8, qword ptr [r15 + 320]
+    mov eax, esi
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
 .Lc1_j333:
-    and rbp, 4032
-    mov r8, qword ptr [r14 + rbp + 3008]
-    vmovdqu xmm11, xmmword ptr [r15 + 704]
+    mov ebp, r8d
+    lock or dword ptr [r15 + 896], 20
+    test ebx, 672
+    jnz 1f
+1:
+.Lc1_j334:
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 704]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1024]
+    inc dword ptr [r15 + r9 + 960]
+    test ebx, 576
+    jnz 1f
+1:
+.Lc1_j335:
+    mov r8, r10
+    cmovne rdx, rdi
+    movzx esi, r8b
+    test ebx, 2784
+    jnz 1f
+1:
+.Lc1_j336:
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3008]
+    vmovdqu xmm1, xmmword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j334:
+.Lc1_j337:
     jz .Lc1_b5_done
 .Lc1_b5_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -2957,70 +2929,74 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 34607104
     setz al
-    lea rcx, [rip + .Lc1_d2002_s]
+    lea rcx, [rip + .Lc1_d1976_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2002_s_t
+    jmp .Lc1_d1976_s_t
     .p2align 3
-.Lc1_d2002_s:
+.Lc1_d1976_s:
     .p2align 3
-    jmp .Lc1_d2002_j
+    jmp .Lc1_d1976_j
     .p2align 3
-    jmp .Lc1_d2002_j
-.Lc1_d2002_j:
-    cmovne rax, rax
-    vmovdqu ymm10, ymmword ptr [r15 + 256]
+    jmp .Lc1_d1976_j
+.Lc1_d1976_j:
+    movzx edx, cl
+    mov dword ptr [r15 + 192], 72
+    movsxd rcx, dword ptr [r15 + 640]
     test ebx, 3872
     jnz 1f
 1:
-.Lc1_j335:
-    mov edi, dword ptr [r15 + 896]
+.Lc1_j338:
+    movzx r8d, cl
+    mov rax, rcx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j336:
-    movzx ecx, dil
-    mov r8d, 5
+.Lc1_j339:
+    lock add qword ptr [r15 + 576], r8
+    xor dword ptr [r15 + 0], eax
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
-.Lc1_j337:
-    mov rbp, r10
-    movzx eax, r8b
+.Lc1_j340:
+    mov edx, dword ptr [r15 + 0]
+    cmovne rax, rax
     test bl, 32
     jnz 1f
 1:
-.Lc1_j338:
-    and rbp, 960
-    vmovdqu ymm8, ymmword ptr [r15 + rbp + 1984]
-    mov rdi, rbp
-    mov r8, r10
-    test ebx, 30192
-    jz 1f
-1:
-.Lc1_j339:
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 16048
-    jnz 1f
-1:
-.Lc1_j340:
-    and r8, 8128
-    mov ecx, dword ptr [r14 + r8 + 7104]
-    mov ebp, dword ptr [r15 + 192]
-    test bl, 160
-    jz 1f
-1:
 .Lc1_j341:
-    movzx edi, cl
-    test ebx, 16112
-    jnz 1f
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 192]
+    test ebx, 14064
+    jz 1f
 1:
 .Lc1_j342:
-    movsxd rsi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 125
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], 125
+    test bl, 32
+    jz 1f
+1:
+.Lc1_j343:
+    mov ecx, dword ptr [r14 + 0]
+    xchg qword ptr [r15 + 768], r8
+    test ebx, 352
+    jnz 1f
+1:
+.Lc1_j344:
+    mov rax, rcx
+    lock add qword ptr [r15 + 256], r8
+    test ebx, 288
+    jz 1f
+1:
+.Lc1_j345:
+    movzx edi, al
+    mov r9d, 38
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j343:
+.Lc1_j346:
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
@@ -3034,68 +3010,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    inc dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 832]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
+    mov rbp, r10
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7104]
+    sete bpl
+    test ebx, 800
+    jz 1f
 1:
 .Lc1_j0:
-    mov rsi, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
-    test bl, 32
+    mov edi, edx
+    movzx eax, byte ptr [r15 + 832]
+    test ebx, 4048
     jz 1f
 1:
 .Lc1_j1:
-    mov r8d, ecx
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, 197
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j2:
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], dl
-    test ebx, 672
+    mov r8, r10
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1284
+    rep movsb
+    and r8, 448
+    mov dword ptr [r14 + r8 + 1472], edi
+    test bl, 64
     jz 1f
 1:
-.Lc1_j3:
-    movsxd r9, dword ptr [r15 + 0]
-    sete r8b
-    bt r9, r9
+.Lc1_j2:
+    inc dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-.Lc1_j4:
-    mov rdx, qword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+.Lc1_j3:
+    bt rdx, rdx
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1888
     jnz 1f
 1:
-.Lc1_j5:
-    mov qword ptr [r15 + 0], r8
-    mov rbp, qword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 448]
+.Lc1_j4:
+    movzx r9d, byte ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rdi
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j6:
-    movsxd r8, dword ptr [r15 + 640]
-    mov r9, r10
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 987
-    rep movsb
+.Lc1_j5:
+    mov edx, 38
+    mov r8d, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j6:
+    mov qword ptr [r15 + 0], r8
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1284
+    rep movsb
+    test ebx, 416
+    jnz 1f
+1:
 .Lc1_j7:
-    movzx ebp, byte ptr [r14 + 0]
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], ebp
+    mov rbp, qword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3106,513 +3080,521 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d89_j]
+    lea rcx, [rip + .Lc1_d87_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d89_j_t
-.Lc1_d89_j:
-    mov dword ptr [r15 + 0], 143
-    mov edx, dword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
+    jmp .Lc1_d87_j_t
+.Lc1_d87_j:
+    mov rbp, r10
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], 143
+    mov r9, qword ptr [r15 + 192]
     test bl, 160
     jz 1f
 1:
 .Lc1_j9:
-    mov eax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 160
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1286
+    rep movsb
+    movzx eax, byte ptr [r15 + 640]
+    test ebx, 800
     jz 1f
 1:
 .Lc1_j10:
-    bt rax, rdx
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 576]
-    movzx edi, byte ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    vcvtsi2sd xmm13, xmm13, eax
+    bt rdi, rax
+    test bl, 32
+    jz 1f
 1:
 .Lc1_j11:
-    and r8, 448
-    or qword ptr [r15 + r8 + 960], 100
-    mov ebp, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
 .Lc1_j12:
-    mov rdx, rbp
-    movzx r9d, cl
+    mov eax, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
 .Lc1_j13:
-    mov rax, qword ptr [r15 + 512]
-    mov qword ptr [r14 + 640], r9
-    mov qword ptr [r15 + 704], rax
+    mov rcx, r9
+    movzx edx, al
     test ebx, 2528
     jnz 1f
 1:
 .Lc1_j14:
-    mov rcx, qword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 768]
-    test ebx, 16176
+    mov esi, edx
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 32352
     jz 1f
 1:
 .Lc1_j15:
-    vpaddq xmm10, xmm10, xmmword ptr [r14 + 640]
-    mov esi, 127
+    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r14 + 0], r9
+    test ebx, 800
+    jnz 1f
+1:
+.Lc1_j16:
+    movzx edx, byte ptr [r15 + 576]
+    vpaddq xmm13, xmm13, xmmword ptr [r14 + 256]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j17:
+    mov ecx, 5
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j16:
+.Lc1_j18:
     jz .Lc1_b0_done
 .Lc1_b0_c2:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, al
-    mov ecx, eax
-    mov r9, r10
-    mov eax, dword ptr [r15 + 576]
-    test bl, 32
-    jz 1f
-1:
-.Lc1_j17:
-    mov r8d, r8d
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1984]
-    test bl, 32
-    jz 1f
-1:
-.Lc1_j18:
-    mov rax, qword ptr [r14 + 384]
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
+    mov byte ptr [r14 + 0], al
+    mov r8d, dword ptr [r14 + 0]
+    mov rcx, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j19:
-    xchg r8, r8
-    mov rsi, rax
+    mov dword ptr [r15 + 0], 142
+    mov r8d, dword ptr [r15 + 0]
+    mov rsi, rcx
+    test ebx, 416
+    jz 1f
+1:
+.Lc1_j20:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test bl, 96
     jnz 1f
 1:
-.Lc1_j20:
-    mov dword ptr [r15 + 0], 32
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 2912
+.Lc1_j21:
+    mov qword ptr [r15 + 0], r8
+    bswap rcx
+    movzx eax, al
+    test ebx, 32096
     jz 1f
 1:
-.Lc1_j21:
-    mov r8, qword ptr [r15 + 0]
-    sete sil
-    mov edi, r8d
-    test bl, 160
-    jnz 1f
-1:
 .Lc1_j22:
-    mov rbp, r10
-    or qword ptr [r15 + 0], 58
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 960]
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
+    mov ebp, ecx
+    mov rsi, qword ptr [r15 + 896]
+    test ebx, 12208
+    jz 1f
 1:
 .Lc1_j23:
-    bswap r8
-    mov rdi, rdx
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
+    mov r8, r10
+    vmovdqu xmm14, xmmword ptr [r15 + 448]
+    mov rdi, r8
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 1472]
+    test ebx, 1504
+    jz 1f
 1:
 .Lc1_j24:
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 768]
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], sil
-    test ebx, 13808
-    jnz 1f
+    or qword ptr [r15 + 768], 92
+    mov esi, edi
+    movzx ecx, byte ptr [r15 + 704]
+    mov rbp, r10
+    test ebx, 3744
+    jz 1f
 1:
 .Lc1_j25:
-    movsxd rcx, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 896]
+    movsxd r8, dword ptr [r15 + 640]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 960]
+    test ebx, 608
+    jz 1f
+1:
+.Lc1_j26:
+    xchg r8, r8
+    mov edi, esi
+    movsxd rax, dword ptr [r15 + 576]
+    test ebx, 1504
+    jnz 1f
+1:
+.Lc1_j27:
+    mov r9, qword ptr [r15 + 576]
+    sete bpl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j26:
+.Lc1_j28:
     jz .Lc1_b0_done
 .Lc1_b0_c3:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d193_j]
+    lea rcx, [rip + .Lc1_d197_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d193_j_t
-.Lc1_d193_j:
-    mov byte ptr [r15 + 0], cl
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 173
+    jmp .Lc1_d197_j_t
+.Lc1_d197_j:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     test bl, 160
     jnz 1f
 1:
-.Lc1_j27:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
+.Lc1_j29:
+    movzx r8d, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 608
     jz 1f
 1:
-.Lc1_j28:
-    popcnt rdi, rdx
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 12240
-    jz 1f
-1:
-.Lc1_j29:
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1024]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
 .Lc1_j30:
-    mov edi, r9d
-    movzx ecx, byte ptr [r15 + 448]
-    bt rdi, rdi
-    test bl, 32
+    popcnt rbp, r8
+    test ebx, 6096
     jnz 1f
 1:
 .Lc1_j31:
-    mov rdx, qword ptr [r14 + 320]
-    movzx esi, byte ptr [r15 + r9 + 960]
-    mov r9, r10
-    test ebx, 12208
-    jz 1f
+    mov dword ptr [r15 + 0], r8d
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j32:
-    and r9, 33554368
-    mov byte ptr [r14 + r9 + 33554432], dl
-    mov edi, dword ptr [r15 + 576]
-    test ebx, 4016
-    jnz 1f
+    mov rcx, qword ptr [r15 + 640]
+    mov eax, ebp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j33:
-    mov esi, 41
-    movzx r9d, byte ptr [r15 + 704]
-    test bl, 96
+    mov edx, 36
+    test ebx, 6064
     jz 1f
 1:
 .Lc1_j34:
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov dword ptr [r15 + 640], 155
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-.Lc1_j35:
-    jz .Lc1_b0_done
-.Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d244_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d244_j_t
-.Lc1_d244_j:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rbp, rcx
-    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 512], 41
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 704]
     test bl, 32
     jz 1f
 1:
-.Lc1_j36:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 800
-    jnz 1f
-1:
-.Lc1_j37:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-.Lc1_j38:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 27
-    test ebx, 288
-    jnz 1f
-1:
-.Lc1_j39:
-    movzx r9d, byte ptr [r15 + 704]
-    mov r8d, 61
-    test bl, 96
-    jz 1f
-1:
-.Lc1_j40:
-    xchg rax, rax
-    movzx edx, r8b
-    test ebx, 31696
-    jnz 1f
-1:
-.Lc1_j41:
-    movzx ecx, dl
-    lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 768]
-    test bl, 96
-    jnz 1f
-1:
-.Lc1_j42:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], rdi
-    mov r8d, 250
-    movzx eax, byte ptr [r15 + 512]
+.Lc1_j35:
     mov r9, r10
-    test bl, 96
-    jz 1f
-1:
-.Lc1_j43:
+    and rbp, 33554368
+    mov byte ptr [r14 + rbp + 33554432], r9b
     and r9, 960
-    mov rdx, qword ptr [r15 + r9 + 1984]
-    movzx eax, byte ptr [r14 + 640]
-    test ebx, 352
-    jz 1f
+    mov r8, r10
+    movzx eax, byte ptr [r15 + r9 + 1984]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
-.Lc1_j44:
-    movsxd rdi, dword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + rbp + 1536]
-    test ebx, 28592
-    jnz 1f
-1:
-.Lc1_j45:
-    mov edx, dword ptr [r14 + 192]
-    vmulsd xmm11, xmm11, xmm8
+.Lc1_j36:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 114
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j37:
+    jz .Lc1_b0_done
+.Lc1_b0_c4:
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 640]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 960]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 160
+    jz 1f
+1:
+.Lc1_j38:
+    mov edi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 800
+    jnz 1f
+1:
+.Lc1_j39:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+.Lc1_j40:
+    movsxd r8, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 27
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    test ebx, 608
+    jnz 1f
+1:
+.Lc1_j41:
+    movzx edx, bpl
+    mov rcx, r8
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+.Lc1_j42:
+    mov ebp, dword ptr [r15 + 0]
+    mov esi, 138
+    movsxd r9, dword ptr [r15 + 576]
+    test bl, 32
+    jz 1f
+1:
+.Lc1_j43:
+    sete dl
+    xchg r8, r8
+    movzx eax, dl
+    test ebx, 608
+    jnz 1f
+1:
+.Lc1_j44:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rax
+    mov r8d, 147
+    test ebx, 3824
+    jnz 1f
+1:
+.Lc1_j45:
+    movsxd rdi, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    mov rbp, r10
+    mov esi, 157
+    test ebx, 7632
+    jnz 1f
+1:
 .Lc1_j46:
+    movzx r9d, byte ptr [r15 + 448]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], r9d
+    movsxd rax, dword ptr [r15 + 768]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j47:
     jz .Lc1_b0_done
 .Lc1_b0_c5:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, rax
+    lea rcx, [rip + .Lc1_d303_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d303_j_t
+.Lc1_d303_j:
+    mov rdi, rcx
     movsxd r9, dword ptr [r15 + 0]
-    mov rcx, rbp
-    test ebx, 2032
-    jnz 1f
-1:
-.Lc1_j47:
-    mov esi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test bl, 224
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
 .Lc1_j48:
-    movzx eax, dil
-    movzx ebp, byte ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    test bl, 32
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, rdx
+    test bl, 96
     jnz 1f
 1:
 .Lc1_j49:
-    movsxd rax, dword ptr [r15 + 0]
-    vsubsd xmm11, xmm11, xmm11
-    mov esi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
+    movzx edi, sil
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 992
+    jnz 1f
 1:
 .Lc1_j50:
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, 202
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 352
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 7888
     jz 1f
 1:
 .Lc1_j51:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdi, rdi
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 49008
-    jz 1f
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
 .Lc1_j52:
-    add qword ptr [r15 + 0], rdi
-    lea r8, [r10 + r10*2]
-    mov rax, qword ptr [r15 + 768]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3136]
-    test ebx, 31984
-    jz 1f
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 7920
+    jnz 1f
 1:
 .Lc1_j53:
-    movzx edi, byte ptr [r14 + 384]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, rdi
-    test ebx, 800
+    mov r8d, 3
+    add qword ptr [r15 + 0], rcx
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
 .Lc1_j54:
-    mov r9d, dword ptr [r15 + r8 + 3072]
-    mov esi, 173
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 288
-    jnz 1f
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j55:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + r8 + 3008], rsi
-    movsxd rbp, dword ptr [r15 + 832]
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, rbp
+    mov rbp, r10
+    mov edi, 127
+    test ebx, 32624
+    jz 1f
+1:
+.Lc1_j56:
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7104]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r14 + 0]
+    test ebx, 48880
+    jnz 1f
+1:
+.Lc1_j57:
+    mov rcx, qword ptr [r14 + 832]
+    movsxd rdx, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j56:
+.Lc1_j58:
     jz .Lc1_b0_done
 .Lc1_b0_c6:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d363_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d363_j_t
-.Lc1_d363_j:
-    mov r8, r10
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 1472]
-    mov rbp, r10
-    mov eax, esi
-    mov edi, dword ptr [r15 + 256]
-    test ebx, 608
-    jnz 1f
-1:
-.Lc1_j57:
-    and rbp, 960
-    movsxd rcx, dword ptr [r15 + rbp + 1984]
-    movzx r8d, bpl
-    test bl, 224
-    jnz 1f
-1:
-.Lc1_j58:
-    mov eax, 175
-    mov esi, r8d
-    movzx edx, byte ptr [r15 + 512]
-    test ebx, 3296
-    jz 1f
+    mov ebp, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r14 + 0]
+    movzx edi, bpl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
 .Lc1_j59:
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, r8d
     test bl, 96
     jnz 1f
 1:
 .Lc1_j60:
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, rbp
-    movzx r9d, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, esi
+    test ebx, 12256
+    jz 1f
 1:
 .Lc1_j61:
-    mov dword ptr [r15 + 0], 249
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 32
+    mov r8, rax
+    movsxd rbp, dword ptr [r15 + 0]
+    vaddsd xmm1, xmm1, xmm1
+    test bl, 96
     jnz 1f
 1:
 .Lc1_j62:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    add qword ptr [r15 + 768], rsi
-    test ebx, 8080
-    jnz 1f
-1:
-.Lc1_j63:
-    mov edx, dword ptr [r15 + 896]
-    mov rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 138
+    mov esi, 249
     cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j63:
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 256]
+    test bl, 32
+    jnz 1f
+1:
 .Lc1_j64:
-    mov esi, dword ptr [r15 + 704]
-    mov byte ptr [r14 + 256], al
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 960]
+    mov r8, qword ptr [r15 + 192]
+    test ebx, 8080
+    jnz 1f
+1:
+.Lc1_j65:
+    mov r9, r10
+    mov eax, dword ptr [r15 + rbp + 1024]
+    movzx edi, byte ptr [r15 + 576]
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 115
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j66:
+    movzx esi, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 640], dil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j65:
+.Lc1_j67:
     jz .Lc1_b0_done
 .Lc1_b0_c7:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 960]
-    movzx ebp, r9b
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 672
-    jz 1f
-1:
-.Lc1_j66:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j67:
-    add qword ptr [r15 + 0], rbp
-    mov rdx, qword ptr [r15 + 576]
-    mov ebp, 99
-    test bl, 32
+    lea rcx, [rip + .Lc1_d415_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d415_j_t
+.Lc1_d415_j:
+    lea rbp, [r10 + r10*1]
+    movzx edi, cl
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], edi
+    test ebx, 16272
     jz 1f
 1:
 .Lc1_j68:
-    mov eax, edx
-    cmovne rdx, rdx
-    test bl, 160
-    jnz 1f
+    mov qword ptr [r15 + 0], rbp
+    cmovne rdi, rbp
+    test ebx, 800
+    jz 1f
 1:
 .Lc1_j69:
-    movsxd r8, dword ptr [r15 + 832]
-    mov qword ptr [r14 + 0], rdx
-    mov rbp, r8
-    test ebx, 15600
-    jz 1f
+    or qword ptr [r15 + 0], 107
+    movsxd rax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
 .Lc1_j70:
-    mov dword ptr [r15 + r9 + 1024], r8d
-    or qword ptr [r15 + 448], 1
-    test bl, 32
-    jnz 1f
-1:
-.Lc1_j71:
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 448]
-    movzx r9d, bpl
-    and rbp, 960
-    xor dword ptr [r14 + rbp + 1984], r9d
-    test ebx, 3744
+    movzx ecx, al
+    movsxd r9, dword ptr [r15 + 448]
+    test bl, 160
     jz 1f
 1:
+.Lc1_j71:
+    mov dword ptr [r15 + rbp + 33554496], ecx
+    test ebx, 416
+    jnz 1f
+1:
 .Lc1_j72:
-    mov dword ptr [r15 + 512], r9d
-    mov r8, r10
-    mov edi, 84
-    test bl, 224
+    mov r9, r10
+    mov rdi, qword ptr [r14 + 0]
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 960]
+    test ebx, 31472
     jnz 1f
 1:
 .Lc1_j73:
-    mov rcx, qword ptr [r15 + 512]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 1472]
+    mov ebp, 190
+    mov ecx, edx
+    test ebx, 1888
+    jnz 1f
+1:
+.Lc1_j74:
+    mov rax, rdx
+    mov rdi, qword ptr [r15 + 768]
+    mov r9, r10
+    test bl, 32
+    jnz 1f
+1:
+.Lc1_j75:
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3008]
+    movzx ecx, r9b
+    test ebx, 288
+    jnz 1f
+1:
+.Lc1_j76:
+    mov r8, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j74:
+.Lc1_j77:
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
@@ -3626,72 +3608,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9, rdi
-    test bl, 16
-    jz 1f
-1:
-.Lc1_j232:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 254
-    mov r9, rcx
-    test bl, 48
-    jnz 1f
-1:
-.Lc1_j233:
-    movzx edx, byte ptr [r15 + 0]
-    cmovne rcx, r9
-    movzx r9d, dl
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
-1:
-.Lc1_j234:
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-.Lc1_j235:
-    movsxd rcx, dword ptr [r15 + 0]
-    vpaddd ymm10, ymm2, ymmword ptr [r15 + 0]
-    test bl, 32
+    mov edi, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 66
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 144
     jz 1f
 1:
 .Lc1_j236:
-    mov dword ptr [r15 + 0], 236
-    add qword ptr [r15 + 576], rsi
-    mov ebp, ecx
-    test ebx, 976
-    jnz 1f
+    mov rdx, qword ptr [r15 + 0]
+    mov rcx, r9
+    mov dword ptr [r15 + 0], edx
+    test bl, 112
+    jz 1f
 1:
 .Lc1_j237:
-    movzx edi, bpl
-    mov rax, qword ptr [r15 + 896]
-    mov dword ptr [r15 + 768], edi
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
+    movzx edi, dl
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 16
+    jz 1f
 1:
 .Lc1_j238:
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7104]
-    mov r9, r10
-    popcnt rbp, rdx
-    and r9, 960
-    movsxd rax, dword ptr [r14 + r9 + 1984]
-    test ebx, 1840
+    mov r9d, eax
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
 .Lc1_j239:
-    mov dword ptr [r14 + 640], ebp
-    mov rsi, qword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 256]
+    add qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 448], esi
+    test ebx, 1392
+    jnz 1f
+1:
+.Lc1_j240:
+    mov dword ptr [r15 + 512], 230
+    movzx edx, byte ptr [r15 + 512]
+    mov r9, r10
+    test ebx, 32216
+    jz 1f
+1:
+.Lc1_j241:
+    mov rcx, r9
+    and r9, 960
+    movsxd rax, dword ptr [r15 + r9 + 1984]
+    lock or dword ptr [r15 + 448], 3
+    mov rbp, r10
+    test bl, 16
+    jz 1f
+1:
+.Lc1_j242:
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7104]
+    popcnt rcx, rbp
+    movzx r8d, sil
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j243:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j240:
+.Lc1_j244:
     jz .Lc1_b4_done
 .Lc1_b4_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -3700,230 +3681,227 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 541067266
     setz al
-    lea rcx, [rip + .Lc1_d1454_s]
+    lea rcx, [rip + .Lc1_d1446_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1454_s_t
+    jmp .Lc1_d1446_s_t
     .p2align 3
-.Lc1_d1454_s:
+.Lc1_d1446_s:
     .p2align 3
-    jmp .Lc1_d1454_j
+    jmp .Lc1_d1446_j
     .p2align 3
-    jmp .Lc1_d1454_j
-.Lc1_d1454_j:
-    mov rsi, qword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    jmp .Lc1_d1446_j
+.Lc1_d1446_j:
+    mov qword ptr [r14 + 768], rax
+    mov qword ptr [r15 + 256], rax
+    test bl, 32
+    jz 1f
+1:
+.Lc1_j245:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j246:
+    mov rbp, qword ptr [r15 + 704]
+    movzx esi, al
+    test ebx, 7096
+    jz 1f
+1:
+.Lc1_j247:
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-.Lc1_j241:
-    movsxd r9, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j242:
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 3512
-    jnz 1f
-1:
-.Lc1_j243:
-    movzx esi, bpl
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-.Lc1_j244:
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 936
-    jnz 1f
-1:
-.Lc1_j245:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + 192], rbp
-    test ebx, 1392
-    jnz 1f
-1:
-.Lc1_j246:
-    movsxd rax, dword ptr [r15 + 640]
-    or esi, 1
-    xor edx, edx
-    div esi
-    test ebx, 400
-    jnz 1f
-1:
-.Lc1_j247:
-    movsxd r9, dword ptr [r14 + 0]
-    cmp dword ptr [r15 + 67117724], 0xa57d8666
-    jae 1f
-1:
 .Lc1_j248:
-    mov edi, r9d
-    movsxd rcx, dword ptr [r15 + 256]
-    test bl, 176
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1872
     jnz 1f
 1:
 .Lc1_j249:
-    movsxd rsi, dword ptr [r14 + 512]
+    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 304
+    jnz 1f
+1:
+.Lc1_j250:
+    and rbp, 960
+    movsxd rax, dword ptr [r15 + rbp + 1984]
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    test bl, 144
+    jz 1f
+1:
+.Lc1_j251:
+    movsxd rcx, dword ptr [r15 + 704]
+    test bl, 16
+    jz 1f
+1:
+.Lc1_j252:
+    mov edi, r8d
+    movsxd rsi, dword ptr [r15 + 576]
+    test bl, 48
+    jnz 1f
+1:
+.Lc1_j253:
+    mov edx, dword ptr [r15 + rbp + 2048]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j250:
+.Lc1_j254:
     jz .Lc1_b4_done
 .Lc1_b4_c2:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1509_j]
+    lea rcx, [rip + .Lc1_d1500_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1509_j_t
-.Lc1_d1509_j:
-    mov r8, rax
-    or qword ptr [r15 + 0], 30
-    mov byte ptr [r15 + 0], r8b
+    jmp .Lc1_d1500_j_t
+.Lc1_d1500_j:
+    bswap rax
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     test bl, 32
     jz 1f
 1:
-.Lc1_j251:
-    mov edi, r8d
-    bswap r8
+.Lc1_j255:
+    mov r9d, r8d
+    movzx edi, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-.Lc1_j252:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+.Lc1_j256:
+    or qword ptr [r15 + 0], 80
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 400
     jz 1f
 1:
-.Lc1_j253:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1872
-    jz 1f
-1:
-.Lc1_j254:
-    mov dword ptr [r15 + 0], 178
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test bl, 16
-    jnz 1f
-1:
-.Lc1_j255:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, 96
-    test ebx, 14840
-    jz 1f
-1:
-.Lc1_j256:
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, r9b
-    movzx ecx, byte ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
 .Lc1_j257:
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r8, rcx
-    test bl, 80
+    or qword ptr [r15 + 0], 113
+    lea r8, [r10 + r10*1]
+    mov edi, 147
+    test ebx, 15824
     jnz 1f
 1:
 .Lc1_j258:
-    mov edi, 191
-    mov rbp, qword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117723], 0xa57d8666
-    jae 1f
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 1472]
+    mov rdi, r8
+    test ebx, 1073741824
+    jnz 1f
 1:
 .Lc1_j259:
-    inc dword ptr [r15 + 576]
-    movsxd rdx, dword ptr [r14 + 0]
-    inc rbx
-    dec r13
+    bt rdi, rax
+    mov ecx, 155
+    test bl, 176
+    jz 1f
+1:
 .Lc1_j260:
-    jz .Lc1_b4_done
-.Lc1_b4_c3:
-    mov dword ptr [r15 + 0], 189
-    movzx ebp, dl
-    mov rax, rdx
-    test ebx, 1264
-    jnz 1f
+    mov byte ptr [r15 + 768], al
+    movsxd r9, dword ptr [r15 + 640]
+    test ebx, 288
+    jz 1f
 1:
 .Lc1_j261:
-    mov qword ptr [r15 + 0], rax
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 744
-    jnz 1f
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + r8 + 1536]
+    and rbp, 33554368
+    mov r8, r10
+    mov qword ptr [r15 + rbp + 33554432], rbp
+    test bl, 16
+    jz 1f
 1:
 .Lc1_j262:
-    mov dword ptr [r15 + 0], ebp
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 208
-    jz 1f
-1:
-.Lc1_j263:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 48
-    jnz 1f
-1:
-.Lc1_j264:
-    mov r8, r10
-    mov edi, ebp
-    and r8, 8128
-    mov rbp, r10
-    mov eax, dword ptr [r15 + r8 + 7104]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], al
-    test bl, 16
-    jnz 1f
-1:
-.Lc1_j265:
-    mov ecx, ebp
-    vmovdqu ymm10, ymmword ptr [r14 + 512]
-    test bl, 16
-    jnz 1f
-1:
-.Lc1_j266:
-    movzx r8d, byte ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 832]
-    vcvtsi2sd xmm10, xmm10, r8d
-    test ebx, 1712
-    jnz 1f
-1:
-.Lc1_j267:
-    mov ebp, edi
-    xor dword ptr [r15 + 384], r8d
-    test bl, 48
-    jz 1f
-1:
-.Lc1_j268:
-    mov eax, 110
-    movzx ecx, bpl
-    mov esi, dword ptr [r15 + 576]
-    mov rbp, r10
-    test ebx, 752
-    jz 1f
-1:
-.Lc1_j269:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 983
-    rep movsb
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3008]
+    movzx eax, byte ptr [r15 + 896]
+    and r8, 448
+    vpaddq xmm1, xmm1, xmmword ptr [r14 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j263:
+    jz .Lc1_b4_done
+.Lc1_b4_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 2552
+    jz 1f
+1:
+.Lc1_j264:
+    mov esi, edi
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    test ebx, 3992
+    jz 1f
+1:
+.Lc1_j265:
+    mov ebp, 195
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1286
+    rep movsb
+    test ebx, 15096
+    jz 1f
+1:
+.Lc1_j266:
+    mov r9d, edi
+    mov eax, dword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
+1:
+.Lc1_j267:
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test bl, 16
+    jz 1f
+1:
+.Lc1_j268:
+    mov esi, eax
+    movzx r9d, dl
+    test bl, 16
+    jnz 1f
+1:
+.Lc1_j269:
+    mov dword ptr [r15 + 0], r9d
+    xor dword ptr [r15 + 0], r9d
+    test ebx, 31608
+    jnz 1f
+1:
 .Lc1_j270:
+    mov edi, dword ptr [r15 + 704]
+    movzx ecx, r9b
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j271:
+    mov rax, rdi
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 512]
+    test bl, 16
+    jnz 1f
+1:
+.Lc1_j272:
+    and rbp, 960
+    movsxd rsi, dword ptr [r15 + rbp + 1984]
+    lock xadd qword ptr [r15 + 192], rbp
+    mov r9, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+.Lc1_j273:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 960], bpl
+    movzx eax, byte ptr [r14 + 0]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j274:
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
@@ -3940,226 +3918,217 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d2057_s]
+    lea rcx, [rip + .Lc1_d2035_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2057_s_t
+    jmp .Lc1_d2035_s_t
     .p2align 3
-.Lc1_d2057_s:
+.Lc1_d2035_s:
     .p2align 3
-    jmp .Lc1_d2057_j
+    jmp .Lc1_d2035_j
     .p2align 3
-    jmp .Lc1_d2057_j
-.Lc1_d2057_j:
-    mov r9, r10
-    mov edx, dword ptr [r15 + 512]
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1984]
-    test bl, 8
-    jz 1f
-1:
-.Lc1_j344:
-    movzx edi, sil
-    mov edx, dword ptr [r15 + 704]
-    test ebx, 2012
-    jz 1f
-1:
-.Lc1_j345:
-    movzx ecx, byte ptr [r15 + 896]
-    test ebx, 3516
-    jnz 1f
-1:
-.Lc1_j346:
-    mov r9, r10
-    add qword ptr [r15 + 320], rdi
-    and r9, 8128
-    xor dword ptr [r15 + r9 + 7104], ecx
-    test ebx, 472
-    jz 1f
-1:
-.Lc1_j347:
-    mov edx, 161
-    test ebx, 5624
-    jz 1f
-1:
-.Lc1_j348:
-    mov eax, edx
-    mov rsi, qword ptr [r15 + 256]
+    jmp .Lc1_d2035_j
+.Lc1_d2035_j:
+    mov r8, r10
+    mov esi, 94
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7104]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j349:
-    mov byte ptr [r15 + 640], sil
-    test bl, 8
+.Lc1_j347:
+    mov edi, dword ptr [r14 + 576]
+    test ebx, 460
+    jz 1f
+1:
+.Lc1_j348:
+    xor dword ptr [r15 + 640], edi
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 192]
+    test ebx, 6132
     jnz 1f
 1:
+.Lc1_j349:
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
+    test ebx, 472
+    jz 1f
+1:
 .Lc1_j350:
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 320]
-    test bl, 8
+    mov eax, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 384]
+    test bl, 24
     jnz 1f
 1:
 .Lc1_j351:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 384]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
+    mov rdx, qword ptr [r14 + 704]
+    test bl, 24
+    jz 1f
+1:
 .Lc1_j352:
-    jz .Lc1_b6_done
-.Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d2105_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2105_j_t
-.Lc1_d2105_j:
-    mov byte ptr [r15 + 384], cl
-    mov r8, rcx
-    movzx ebp, cl
-    test ebx, 12252
+    inc dword ptr [r15 + 448]
+    movzx ecx, al
+    test ebx, 16244
     jz 1f
 1:
 .Lc1_j353:
-    mov rax, rcx
-    mov r9, r10
-    movzx ecx, byte ptr [r14 + 576]
-    test bl, 24
-    jz 1f
+    vsubsd xmm7, xmm7, xmm7
+    test ebx, 3804
+    jnz 1f
 1:
 .Lc1_j354:
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 1472]
-    mov rbp, qword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 8
-    jnz 1f
-1:
-.Lc1_j355:
-    mov byte ptr [r15 + 0], r9b
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-.Lc1_j356:
-    mov ecx, 106
-    mov ebp, eax
-    mov eax, dword ptr [r15 + 576]
-    test ebx, 1516
-    jnz 1f
-1:
-.Lc1_j357:
-    bt rcx, rcx
-    mov qword ptr [r15 + 448], rax
-    mov r9, r10
-    test ebx, 968
-    jz 1f
-1:
-.Lc1_j358:
-    mov rdi, qword ptr [r15 + 192]
-    and r9, 960
-    movsxd rsi, dword ptr [r15 + r9 + 1984]
-    movsxd r8, dword ptr [r15 + 832]
-    lea rbp, [r10 + r10*1]
-    test bl, 8
-    jnz 1f
-1:
-.Lc1_j359:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 960]
-    mov eax, dword ptr [r15 + 256]
-    test ebx, 6132
-    jz 1f
-1:
-.Lc1_j360:
-    mov rdx, qword ptr [r15 + rbp + 1024]
-    movsxd rcx, dword ptr [r15 + 768]
+    add qword ptr [r15 + 896], rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j355:
+    jz .Lc1_b6_done
+.Lc1_b6_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2085_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2085_j_t
+.Lc1_d2085_j:
+    mov byte ptr [r15 + 512], cl
+    mov r9d, 214
+    test ebx, 6108
+    jnz 1f
+1:
+.Lc1_j356:
+    mov byte ptr [r15 + 384], cl
+    movsxd rdx, dword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j357:
+    movsxd r9, dword ptr [r15 + 320]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 640]
+    test bl, 72
+    jnz 1f
+1:
+.Lc1_j358:
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 960]
+    mov rcx, qword ptr [r15 + 320]
+    test bl, 8
+    jz 1f
+1:
+.Lc1_j359:
+    movzx r9d, byte ptr [r14 + 0]
+    mov eax, ecx
+    mov rbp, r10
+    test ebx, 3052
+    jnz 1f
+1:
+.Lc1_j360:
+    mov rsi, rcx
+    and rbp, 960
+    mov rcx, qword ptr [r14 + rbp + 1984]
+    test bl, 72
+    jnz 1f
+1:
 .Lc1_j361:
+    movzx edx, sil
+    mov r9d, dword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j362:
+    mov rdi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 640]
+    test ebx, 1772
+    jnz 1f
+1:
+.Lc1_j363:
+    mov rsi, qword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 832]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+.Lc1_j364:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 37 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 34]
+    lea rcx, [rbx + 37]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 34
+    mov r13d, 37
     {disp32} jmp .Lc1_b2_c0
     .p2align 8
 .Lc1_b2_c0:
-    lea rcx, [rip + .Lc1_d501_j]
+    lea rcx, [rip + .Lc1_d505_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d501_j_t
-.Lc1_d501_j:
+    jmp .Lc1_d505_j_t
+.Lc1_d505_j:
+    mov dword ptr [r15 + 704], 35
+    movsxd rsi, dword ptr [r15 + 192]
     mov rbp, r10
-    mov r9, r10
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3008]
-    mov eax, 205
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1472], rax
+    popcnt rax, rsi
     test ebx, 1516
-    jz 1f
-1:
-.Lc1_j78:
-    movsxd rax, dword ptr [r15 + 576]
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-.Lc1_j79:
-    movsxd rdi, dword ptr [r15 + 512]
-    mov esi, 120
-    test bl, 84
-    jnz 1f
-1:
-.Lc1_j80:
-    mov dword ptr [r15 + 448], 156
-    mov byte ptr [r14 + 768], dil
-    test bl, 24
-    jz 1f
-1:
-.Lc1_j81:
-    mov r8d, 112
-    movsxd rdi, dword ptr [r15 + 832]
-    movzx eax, r8b
-    mov rbp, r10
-    test bl, 4
     jz 1f
 1:
 .Lc1_j82:
     and rbp, 448
-    xchg qword ptr [r15 + rbp + 960], rsi
-    mov dword ptr [r15 + 448], 148
+    mov rcx, qword ptr [r15 + rbp + 1472]
+    movsxd r8, dword ptr [r15 + 256]
     test ebx, 2147483648
     jnz 1f
 1:
 .Lc1_j83:
-    mov eax, ebp
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 704]
-    test bl, 28
+    mov dword ptr [r15 + 512], 177
+    mov esi, 213
+    mov r9, r10
+    mov eax, esi
+    test bl, 84
     jnz 1f
 1:
 .Lc1_j84:
-    or qword ptr [r15 + 320], 117
-    mov rdi, qword ptr [r15 + 384]
-    test bl, 20
+    and r9, 448
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + r9 + 960]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3008]
+    test bl, 28
     jz 1f
 1:
 .Lc1_j85:
-    popcnt rdx, rdi
-    cmovne rax, rdi
+    mov rsi, rbp
+    movsxd rdi, dword ptr [r15 + 320]
+    test bl, 36
+    jz 1f
+1:
+.Lc1_j86:
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 832]
+    vpaddd ymm7, ymm1, ymmword ptr [r15 + 256]
+    test bl, 124
+    jz 1f
+1:
+.Lc1_j87:
+    mov dword ptr [r15 + 448], 251
+    mov byte ptr [r15 + 384], cl
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j88:
+    movsxd rbp, dword ptr [r15 + 192]
+    cmovne rcx, rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-.Lc1_j86:
+.Lc1_j89:
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 1: 128 bytes, 1 chunk(s), 121 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 107 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 121]
+    lea rcx, [rbx + 107]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 121
+    mov r13d, 107
     jmp .Lc1_b1_c0
     .p2align 7
 .Lc1_b1_c0:
@@ -4168,31 +4137,37 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov r8, qword ptr [r14 + 0]
     test eax, eax
-    mov r9d, 81
-    vpcmpeqb xmm11, xmm11, xmm15
-    and r9d, dword ptr [r15 + 0]
-    lea edi, [rbx + rbx*2]
-    and edi, 255
-    cmp edi, 11
+    mov edx, 81
+    vpcmpeqb xmm1, xmm1, xmm15
+    lea eax, [rbx + rbx*2]
+    and eax, 255
+    cmp eax, 11
     jb 1f
 1:
-.Lc1_j75:
+.Lc1_j78:
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movsxd rsi, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-.Lc1_j76:
+.Lc1_j79:
+    mov byte ptr [r15 + 0], al
+    mov r9d, 254
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
+    lea edx, [rbx + rbx*2]
+    and edx, 31
+    cmp edx, 10
+    jb 1f
+1:
+.Lc1_j80:
+    movsxd rdi, dword ptr [r15 + 64]
     .byte 0x0f, 0x1f, 0x00
-    mov edi, edx
+    mov ecx, edi
     inc rbx
     dec r13
-.Lc1_j77:
+.Lc1_j81:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -4203,26 +4178,26 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    inc dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rax, dword ptr [r15 + 0]
+    crc32 rdi, rcx
+    add qword ptr [r15 + 0], rcx
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 4
     jz 1f
 1:
-.Lc1_j362:
-    mov byte ptr [r15 + 0], al
-    movsxd r8, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 576]
+.Lc1_j365:
+    mov byte ptr [r15 + 0], bpl
+    or edi, 1
+    xor edx, edx
+    div edi
     test bl, 188
     jz 1f
 1:
-.Lc1_j363:
-    movsxd rbp, dword ptr [r15 + 640]
-    crc32 r8, r8
-    or qword ptr [r15 + 512], 118
+.Lc1_j366:
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 704]
     inc rbx
     dec r13
-.Lc1_j364:
+.Lc1_j367:
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
     mov qword ptr [r15 + 67117696], r11
@@ -4331,76 +4306,73 @@ ditto_body_c2:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 9432], rax
     and eax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
     cmp dword ptr [r15 + 9436], 0x5a82799a
     jae 1f
 1:
-.Lc2_j3:
+.Lc2_j2:
     inc dword ptr [r15 + 64]
-    xor ebp, eax
-    mov rcx, rax
+    xor esi, edi
+    mov r8, rdi
     inc rbx
     dec r13
-.Lc2_j4:
+.Lc2_j3:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 14 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 9464]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 9464], rcx
-    mov r13d, 14
+    mov r13d, 13
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    cmovne rcx, rcx
-    movzx edi, byte ptr [r14 + 320]
+    mov ebp, dword ptr [r14 + 0]
+    movzx edx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-.Lc2_j5:
-    movzx edx, dil
-    lea ecx, [rbx + rbx*2]
-    and ecx, 511
-    cmp ecx, 11
+.Lc2_j4:
+    sub rdx, rbp
+    movzx eax, byte ptr [r14 + 320]
+    lea ebp, [rbx + rbx*2]
+    and ebp, 511
+    cmp ebp, 11
     jb 1f
 1:
-.Lc2_j6:
-    mov eax, dword ptr [r14 + 0]
+.Lc2_j5:
+    cmovne rdx, rbp
     inc rbx
     dec r13
-.Lc2_j7:
+.Lc2_j6:
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-// block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 9448]
-    lea rcx, [rbx + 7]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 9448], rcx
-    mov r13d, 7
+    mov r13d, 8
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    movzx ecx, byte ptr [r15 + 256]
-    mov edi, 179
-    lea ebp, [rbx + rbx*4]
-    and ebp, 8191
-    cmp ebp, 12
+    mov ecx, 185
+    movsxd rdi, dword ptr [r14 + 448]
+    mov ecx, ecx
+    movsxd rbp, dword ptr [r15 + 192]
+    lea eax, [rbx + rbx*4]
+    and eax, 8191
+    cmp eax, 12
     jb 1f
 1:
 .Lc2_j0:
-    movsxd rcx, dword ptr [r14 + 192]
-    mov esi, ebp
-    lea edx, [rbx + rbx*4]
-    and edx, 511
-    cmp edx, 22
-    jb 1f
-1:
-.Lc2_j1:
+    mov rcx, rax
+    movzx edx, byte ptr [r15 + 0]
     .byte 0x66, 0x90
     inc rbx
     dec r13
-.Lc2_j2:
+.Lc2_j1:
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
     mov qword ptr [r15 + 9408], r11
@@ -4454,75 +4426,73 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d501_j_t:
+.Lc1_d505_j_t:
     jmp rcx
-.Lc1_d2057_s_t:
+.Lc1_d2035_s_t:
     jmp rcx
-.Lc1_d2105_j_t:
+.Lc1_d2085_j_t:
     jmp rcx
-.Lc1_d1454_s_t:
+.Lc1_d1446_s_t:
     jmp rcx
-.Lc1_d1509_j_t:
+.Lc1_d1500_j_t:
     jmp rcx
-.Lc1_d1627_s_t:
+.Lc1_d1616_s_t:
     jmp rcx
-.Lc1_d1733_s_t:
+.Lc1_d1718_s_t:
     jmp rcx
-.Lc1_d1789_s_t:
+.Lc1_d1820_s_t:
     jmp rcx
-.Lc1_d1896_j_t:
+.Lc1_d1874_j_t:
     jmp rcx
-.Lc1_d2002_s_t:
+.Lc1_d1976_s_t:
     jmp rcx
-.Lc1_d89_j_t:
+.Lc1_d87_j_t:
     jmp rcx
-.Lc1_d193_j_t:
+.Lc1_d197_j_t:
     jmp rcx
-.Lc1_d244_j_t:
+.Lc1_d303_j_t:
     jmp rcx
-.Lc1_d363_j_t:
+.Lc1_d415_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d565_j_t:
+.Lc1_d566_j_t:
     jmp rcx
-.Lc1_d622_j_t:
+.Lc1_d675_s_t:
     jmp rcx
-.Lc1_d721_j_t:
+.Lc1_d780_j_t:
     jmp rcx
-.Lc1_d830_s_t:
+.Lc1_d881_j_t:
     jmp rcx
-.Lc1_d878_j_t:
+.Lc1_d934_j_t:
     jmp rcx
-.Lc1_d985_j_t:
+.Lc1_d1036_j_t:
     jmp rcx
-.Lc1_d1091_j_t:
+.Lc1_d1137_j_t:
     jmp rcx
-.Lc1_d1191_j_t:
+.Lc1_d1237_j_t:
     jmp rcx
-.Lc1_d1295_s_t:
+.Lc1_d1338_j_t:
     jmp rcx
-.Lc1_d2192_j_t:
+.Lc1_d2218_s_t:
     jmp rcx
-.Lc1_d2196_s_t:
+.Lc1_d2274_j_t:
     jmp rcx
-.Lc1_d2301_j_t:
+.Lc1_d2383_j_t:
     jmp rcx
-.Lc1_d2406_j_t:
+.Lc1_d2484_j_t:
     jmp rcx
-.Lc1_d2508_j_t:
+.Lc1_d2600_j_t:
     jmp rcx
-.Lc1_d2623_j_t:
+.Lc1_d2709_j_t:
     jmp rcx
-.Lc1_d2677_s_t:
+.Lc1_d2762_j_t:
     jmp rcx
-.Lc1_d2784_j_t:
+.Lc1_d2865_s_t:
     jmp rcx
-.Lc1_d2889_j_t:
-    jmp rcx
-.Lc1_d2995_s_t:
+.Lc1_d2966_s_t:
     jmp rcx
     .text
 
