@@ -3649,6 +3649,7 @@ fn synthesize_trimmed(
         b.origin = i;
     }
     let body_stream = stream_id(name) ^ 0x636f_6d70;
+    let buffer_split = Deficit::new(&[1.0 - plan.shared_fraction, plan.shared_fraction]);
     let mut comp = Composer {
         plan,
         knobs,
@@ -3659,12 +3660,12 @@ fn synthesize_trimmed(
         mix: Deficit::new(&mix_shares),
         mix_keys: mix_keys.clone(),
         data: Deficit::new(&classes.iter().map(|c| c.share).collect::<Vec<_>>()),
-        buffer: Deficit::new(&[1.0 - plan.shared_fraction, plan.shared_fraction]),
+        buffer: buffer_split.clone(),
         class_buffer: classes
             .iter()
             .map(|c| {
                 (c.first_touch || c.target > knobs.data_working_set.tail_from_bytes)
-                    .then(|| Deficit::new(&[1.0 - plan.shared_fraction, plan.shared_fraction]))
+                    .then(|| buffer_split.clone())
             })
             .collect(),
         regular: Deficit::new(&[plan.regular_fraction, 1.0 - plan.regular_fraction]),
