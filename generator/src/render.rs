@@ -192,14 +192,23 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
             Some(a) => (a.body_symbol.as_str(), a.init_symbol.as_str()),
             None => ("NULL", "NULL"),
         };
-        let second = if cl.period_us_second > 0 {
+        // Fields a cluster sets only where it has them (the rest stay 0).
+        let mut optional = if cl.period_us_second > 0 {
             format!(", .period_us_second = {}", cl.period_us_second)
         } else {
             String::new()
         };
+        if let Some(stream) = body.and_then(|a| a.first_touch.as_ref()) {
+            let _ = write!(
+                optional,
+                ", .first_touch_lo = {}, .first_touch_bytes = {}",
+                stream.start,
+                stream.end - stream.start
+            );
+        }
         let _ = writeln!(
             out,
-            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}{second}, .calls_per_request = {}, .warm = {warm}, .n_warm = {n_warm}}},",
+            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}{optional}, .calls_per_request = {}, .warm = {warm}, .n_warm = {n_warm}}},",
             cl.cname, cl.role, cl.threads, cl.period_us,
             if cl.role == "DITTO_ROLE_BACKGROUND" && cl.has_body { format!("{:e}", cl.calls_per_request) } else { "0".to_string() }
         );

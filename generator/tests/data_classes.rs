@@ -259,6 +259,66 @@ fn config_lists_every_region_the_runtime_warms_with_its_accesses_per_call() {
     }
 }
 
+/// The runtime writes a first-touch stream's region before the rest of the buffers, so that it
+/// starts out of every cache (runtime/src/main.c): config.c gives the region of each body that has a
+/// stream (nginx's and the Pix bodies'; memcached's misses past its footprint are fitted to its
+/// largest class), inside the private buffer and apart from every warmed region, and no region for
+/// a body without one.
+#[test]
+fn config_gives_the_first_touch_streams_region_for_the_runtime_to_write_first() {
+    for (name, cluster) in REQUEST_BODIES {
+        let clone = common::render(&common::example_path(name), name, 1, &Knobs::default());
+        let symbol = format!("ditto_body_{cluster}");
+        let body = clone
+            .bodies
+            .iter()
+            .find(|b| b.body_symbol == symbol)
+            .unwrap_or_else(|| panic!("{name} has no body {symbol}"));
+        let config = String::from_utf8_lossy(&clone.files["src/config.c"]).to_string();
+        let line = config
+            .lines()
+            .find(|l| l.contains(&format!(".body = {symbol},")))
+            .unwrap_or_else(|| panic!("{name}: config.c has no cluster entry for {symbol}"));
+        let has_stream = body.stats.first_touch_store_share.is_some();
+        assert_eq!(
+            has_stream,
+            name != "memcached",
+            "{name}: a first-touch stream where the profile has first touches"
+        );
+        match &body.first_touch {
+            Some(stream) => {
+                assert!(has_stream, "{name}: a stream's region without a stream");
+                assert!(
+                    stream.start < stream.end && stream.end <= body.priv_bytes,
+                    "{name}: stream region {stream:?} outside the {}-byte private buffer",
+                    body.priv_bytes
+                );
+                for w in &body.warm {
+                    assert!(
+                        w.offset + w.bytes <= stream.start || w.offset >= stream.end,
+                        "{name}: warmed region at {} ({} bytes) inside the stream's {stream:?}",
+                        w.offset,
+                        w.bytes
+                    );
+                }
+                let fields = format!(
+                    ".first_touch_lo = {}, .first_touch_bytes = {}",
+                    stream.start,
+                    stream.end - stream.start
+                );
+                assert!(line.contains(&fields), "{name}: {line} lacks {fields}");
+            }
+            None => {
+                assert!(!has_stream, "{name}: a stream without its region");
+                assert!(
+                    !line.contains(".first_touch_"),
+                    "{name}: {line} gives a region without a stream"
+                );
+            }
+        }
+    }
+}
+
 /// `data_working_set.tail_share_scale` multiplies the accesses that miss a cache of
 /// `tail_from_bytes` (the L2's size): memcached's request body's classes past 1 MiB get its factor
 /// of their shares, the classes up to the L1d's size keep theirs, and the classes past 1 MiB keep

@@ -78,8 +78,8 @@ static const struct ditto_warm_region warm_c1[] = {
 };
 
 static const struct ditto_cluster clusters[] = {
-    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0, .warm = warm_c0, .n_warm = 16},
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 2, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 16},
+    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .first_touch_lo = 33554432, .first_touch_bytes = 33554432, .calls_per_request = 0, .warm = warm_c0, .n_warm = 16},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 2, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .first_touch_lo = 33554432, .first_touch_bytes = 33554432, .calls_per_request = 0, .warm = warm_c1, .n_warm = 16},
 };
 
 const struct ditto_config ditto_clone_config = {

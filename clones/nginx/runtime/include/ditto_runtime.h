@@ -148,6 +148,11 @@ struct ditto_cluster {
      * The wakeup rate then follows the line through both points in the process's request rate,
      * kept within half the lower and twice the higher of the two. */
     uint32_t period_us_second;
+    /* The body's first-touch stream: its region of the private and shared buffers (the same offsets
+     * in both), written before the rest of them at set-up so that it starts out of every cache
+     * (main.c). 0 bytes: the body has no stream. */
+    uint64_t first_touch_lo;
+    uint64_t first_touch_bytes;
 };
 
 /* A request class (an HTTP request target, by hash): its responses draw their sizes at quantiles

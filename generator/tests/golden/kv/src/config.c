@@ -53,7 +53,7 @@ static const struct ditto_warm_region warm_c2[] = {
 
 static const struct ditto_cluster clusters[] = {
     {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0, .warm = NULL, .n_warm = 0},
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 4, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 12},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 4, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .first_touch_lo = 33554432, .first_touch_bytes = 33554432, .calls_per_request = 0, .warm = warm_c1, .n_warm = 12},
     {.name = "c2", .role = DITTO_ROLE_BACKGROUND, .threads = 1, .body = ditto_body_c2, .body_init = ditto_body_init_c2, .period_us = 991, .calls_per_request = 1.0122791554825528e-1, .warm = warm_c2, .n_warm = 4},
     {.name = "c3", .role = DITTO_ROLE_BACKGROUND, .threads = 4, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0, .warm = NULL, .n_warm = 0},
 };
