@@ -1369,6 +1369,26 @@ pub fn second_level_mid_from(
 /// the parts asked for ×1.04 and ×1.27; five iterations ended with the LLC 14–24 % under.
 const FIRST_TOUCH_LEADS_THE_LAST_LEVEL: Knob = Knob::DataFirstTouch;
 
+/// The stream's share's elasticity in the odds of the LLC's misses, assumed before a secant: the
+/// step that brings clone odds `c` to the original's `o` where the stream's accesses all miss the
+/// LLC (the runtime writes its region first, docs/runtime.md) and its share comes from or goes to
+/// reuses the LLC holds. The L2's misses then stay, and the stream's part of them, the LLC miss
+/// rate p = odds / (1 + odds), moves in proportion to the share: the step is ×p_o / p_c, which is
+/// ln(o / c) / ln(p_o / p_c) in the odds' terms (1 + c for a small step; always at least 1). Assumed
+/// 1, Pix optimized's share went ×0.25 from odds 3.90 (original 0.72) and read 0.51, where this
+/// asks ×0.52 (`validation/bench/tune-validate.sh`, docs/validation.md, "true first touches").
+fn first_touch_odds_elasticity(o: f64, c: f64) -> Option<f64> {
+    if !(o > 0.0 && c > 0.0 && o.is_finite() && c.is_finite()) {
+        return None;
+    }
+    let rate = |odds: f64| odds / (1.0 + odds);
+    let span = (rate(o) / rate(c)).ln();
+    if span.abs() < 1e-9 {
+        return Some(1.0 + c);
+    }
+    Some((o / c).ln() / span)
+}
+
 /// The last-level group of a clone without a first-touch stream whose bodies reuse data past twice
 /// the tail's start: the share of the largest reuses (`plan::scale_top_class`), split from the L2's
 /// misses as the stream's share is (the same drivers). The tail's stretch, which led it before, is
@@ -1627,6 +1647,11 @@ pub fn adjust_with(
         let original = aimed_original.as_ref().unwrap_or(original);
         let o = driver_figure(original, g.driver);
         let c = driver_figure(&current.figures, g.driver);
+        let odds_lead = (g.knob == FIRST_TOUCH_LEADS_THE_LAST_LEVEL && g.driver == LLC_MISS_ODDS)
+            .then(|| o.zip(c).and_then(|(o, c)| first_touch_odds_elasticity(o, c)))
+            .flatten()
+            .map(|elasticity| Group { elasticity, ..*g });
+        let g = odds_lead.as_ref().unwrap_or(g);
         let mut adj = Adjustment {
             group: g.name.to_string(),
             knob: g.knob.name().to_string(),
@@ -1824,6 +1849,9 @@ fn next_value(
     if let Some(held) = no_reach_left(g, history, o, c) {
         return Err(held);
     }
+    // Three decimals at most: an elasticity from the figures (`first_touch_odds_elasticity`) has
+    // many.
+    let assumed = (g.elasticity * 1000.0).round() / 1000.0;
     let (e, how) = match secant(history, g.knob, g.driver) {
         Some(e) if e.signum() == g.elasticity.signum() && (0.05..=20.0).contains(&e.abs()) => {
             (e, format!("secant elasticity {e:.2}"))
@@ -1831,11 +1859,10 @@ fn next_value(
         Some(e) => (
             g.elasticity,
             format!(
-                "secant elasticity {e:.2} implausible (noise), assumed {}",
-                g.elasticity
+                "secant elasticity {e:.2} implausible (noise), assumed {assumed}"
             ),
         ),
-        None => (g.elasticity, format!("assumed elasticity {}", g.elasticity)),
+        None => (g.elasticity, format!("assumed elasticity {assumed}")),
     };
     let wanted = gain * (o / c).ln() / e;
     let assumed_reach = SHALLOW_SECANT_REACH * (o / c).ln().abs() / g.elasticity.abs();
@@ -1846,8 +1873,7 @@ fn next_value(
     let step = wanted.clamp(-reach, reach);
     let how = if capped {
         format!(
-            "{how}, shallower than the assumed {}: at most twice its step",
-            g.elasticity
+            "{how}, shallower than the assumed {assumed}: at most twice its step"
         )
     } else {
         how
@@ -3344,9 +3370,9 @@ mod tests {
         };
         let (k, adj) = adjust_with(std::slice::from_ref(&it), &original, &tuned, &tol, levers);
         assert_eq!(k.data_working_set.tail_scale, 1.0);
-        // The assumed elasticity 1 in the odds of the LLC's misses: the whole ratio of the odds,
-        // no cliff probing.
-        let want = (0.421 / 0.579) / (0.267 / 0.733);
+        // The whole ratio of the LLC's miss rates (the odds' elasticity that keeps the L2's misses,
+        // `first_touch_odds_elasticity`), no cliff probing.
+        let want = 0.421 / 0.267;
         let got = k.data_working_set.first_touch_scale;
         assert!((got - want).abs() < 1e-9, "{got} against {want}");
         assert!(adj.iter().any(
@@ -3358,6 +3384,44 @@ mod tests {
         let (k, _) = adjust(std::slice::from_ref(&it), &original, &tuned, &tol);
         assert_eq!(k.data_working_set.first_touch_scale, 1.0);
         assert!((k.data_working_set.tail_scale - 0.421 / 0.267).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_streams_share_steps_by_the_ratio_of_the_llc_miss_rates_not_of_the_odds() {
+        // Pix optimized's fourth iteration with its stream written first: odds 3.90 (LLC 0.796)
+        // against 0.715 (0.417). The L2's misses stay while the share moves, so the stream's part
+        // of them, the LLC miss rate, follows it in proportion: ×0.524. Elasticity 1 in the odds
+        // asked ×0.25 (clamped from ×0.18) and the odds read 0.51.
+        let (o, c) = (0.417, 0.796);
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.0335),
+            llc_miss_rate: Some(o),
+            ..CounterFigures::default()
+        };
+        let mut it = iteration_with(1, (Knob::DataFirstTouch, 1.286), ("llc_miss_rate", c));
+        it.figures.l1d_miss_rate = Some(0.0335);
+        let levers = Levers {
+            first_touch: true,
+            ..Levers::default()
+        };
+        let tuned = default_tuned_metrics(false, false);
+        let tol = Tolerances::uniform(0.05);
+        let (k, adj) = adjust_with(std::slice::from_ref(&it), &original, &tuned, &tol, levers);
+        let step = k.data_working_set.first_touch_scale / 1.286;
+        assert!((step - o / c).abs() < 1e-9, "×{step} against ×{}", o / c);
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "data_working_set.first_touch_scale")
+            .expect("the stream's share moved");
+        assert!(a.reason.contains("assumed elasticity 2.6"), "{}", a.reason);
+        // A small step: the odds' elasticity is 1 + the clone's odds; never below 1.
+        let e = first_touch_odds_elasticity(0.5, 0.5 * (1.0 + 1e-12)).expect("defined");
+        assert!((e - 1.5).abs() < 1e-3, "{e}");
+        for (o, c) in [(0.1, 5.0), (5.0, 0.1), (0.72, 0.44)] {
+            let e = first_touch_odds_elasticity(o, c).expect("defined");
+            assert!(e >= 1.0, "{o} {c}: {e}");
+        }
+        assert_eq!(first_touch_odds_elasticity(0.0, 0.5), None);
     }
 
     #[test]
@@ -3503,10 +3567,11 @@ mod tests {
             .iter()
             .find(|a| a.group == "last-level data")
             .expect("the last-level group reports");
-        let odds: f64 = (0.435 / 0.565) / (0.30 / 0.70);
+        // Half of the step the LLC miss rates' ratio asks (`first_touch_odds_elasticity`).
+        let rates: f64 = 0.435 / 0.30;
         let stream = k.data_working_set.first_touch_scale;
         assert!(
-            (stream - odds.sqrt()).abs() < 1e-9,
+            (stream - rates.sqrt()).abs() < 1e-9,
             "{stream}: {}",
             llc.reason
         );
@@ -3536,11 +3601,12 @@ mod tests {
         };
         let (k, adj) = adjust_with(std::slice::from_ref(&it), &original, &tuned, &tol, levers);
         let hits = (0.003373 * (1.0 - 0.426)) / (0.00295 * (1.0 - 0.369));
-        let odds = (0.426 / 0.574) / (0.369 / 0.631);
+        // The odds' driver, stepped by the ratio of the LLC miss rates (`first_touch_odds_elasticity`).
+        let rates = 0.426 / 0.369;
         let tail_share = k.data_working_set.tail_share_scale;
         let stream = k.data_working_set.first_touch_scale;
         assert!((tail_share - 0.553 * hits).abs() < 1e-9, "{tail_share}");
-        assert!((stream - 1.527 * odds).abs() < 1e-9, "{stream}");
+        assert!((stream - 1.527 * rates).abs() < 1e-9, "{stream}");
         // The L2's whole rate would have asked the tail share for ×1.14; its LLC hits ask ×1.04.
         assert!(tail_share / 0.553 < 1.05, "{adj:?}");
         assert!(adj.iter().any(|a| a.driver == L2_MISSES_HITTING_THE_LLC));
