@@ -1648,7 +1648,10 @@ pub fn adjust_with(
         let o = driver_figure(original, g.driver);
         let c = driver_figure(&current.figures, g.driver);
         let odds_lead = (g.knob == FIRST_TOUCH_LEADS_THE_LAST_LEVEL && g.driver == LLC_MISS_ODDS)
-            .then(|| o.zip(c).and_then(|(o, c)| first_touch_odds_elasticity(o, c)))
+            .then(|| {
+                o.zip(c)
+                    .and_then(|(o, c)| first_touch_odds_elasticity(o, c))
+            })
             .flatten()
             .map(|elasticity| Group { elasticity, ..*g });
         let g = odds_lead.as_ref().unwrap_or(g);
@@ -1858,9 +1861,7 @@ fn next_value(
         }
         Some(e) => (
             g.elasticity,
-            format!(
-                "secant elasticity {e:.2} implausible (noise), assumed {assumed}"
-            ),
+            format!("secant elasticity {e:.2} implausible (noise), assumed {assumed}"),
         ),
         None => (g.elasticity, format!("assumed elasticity {assumed}")),
     };
@@ -1872,9 +1873,7 @@ fn next_value(
     let reach = if capped { assumed_reach } else { MAX_STEP.ln() };
     let step = wanted.clamp(-reach, reach);
     let how = if capped {
-        format!(
-            "{how}, shallower than the assumed {assumed}: at most twice its step"
-        )
+        format!("{how}, shallower than the assumed {assumed}: at most twice its step")
     } else {
         how
     };
