@@ -779,17 +779,17 @@ pub fn load_md(has_target: bool, skel: &Skeleton) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn shares_below_a_tenth_of_a_percent_keep_two_significant_digits() {
-        assert_eq!(super::pct(0.399), "39.9%");
-        assert_eq!(super::pct(0.001), "0.1%");
-        assert_eq!(super::pct(0.0), "0.0%");
-        assert_eq!(super::pct(2.5282e-4), "0.025%");
-        assert_eq!(super::pct(8.0796e-6), "0.00081%");
-        assert_eq!(super::pct(6.5e-7), "0.000065%");
+        assert_eq!(pct(0.399), "39.9%");
+        assert_eq!(pct(0.001), "0.1%");
+        assert_eq!(pct(0.0), "0.0%");
+        assert_eq!(pct(2.5282e-4), "0.025%");
+        assert_eq!(pct(8.0796e-6), "0.00081%");
+        assert_eq!(pct(6.5e-7), "0.000065%");
     }
-
-    use super::*;
 
     #[test]
     fn fill_checks_both_ways() {
