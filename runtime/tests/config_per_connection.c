@@ -12,8 +12,8 @@ static const struct ditto_extra test_extras[] = {
 };
 
 static const struct ditto_cluster per_connection_clusters[] = {
-    {"acceptor", DITTO_ROLE_ACCEPTOR, 1, test_acceptor_body, NULL, 0, 0.0, NULL, 0, 0},
-    {"worker", DITTO_ROLE_WORKER, 2, test_body, test_body_init, 0, 0.0, test_warm, 3, 0},
+    {"acceptor", DITTO_ROLE_ACCEPTOR, 1, test_acceptor_body, NULL, 0, 0.0, NULL, 0, 0, 0, 0},
+    {"worker", DITTO_ROLE_WORKER, 2, test_body, test_body_init, 0, 0.0, test_warm, 3, 0, 2048, 2048},
 };
 
 const struct ditto_config ditto_clone_config = {

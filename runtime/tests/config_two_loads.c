@@ -12,9 +12,9 @@ static const struct ditto_extra test_extras[] = {
 };
 
 static const struct ditto_cluster two_load_clusters[] = {
-    {"acceptor", DITTO_ROLE_ACCEPTOR, 1, test_acceptor_body, NULL, 0, 0.0, NULL, 0, 0},
-    {"worker", DITTO_ROLE_WORKER, 2, test_body, test_body_init, 0, 0.0, test_warm, 3, 0},
-    {"timer", DITTO_ROLE_BACKGROUND, 1, test_background_body, NULL, 20000, 0.0, NULL, 0, 5000},
+    {"acceptor", DITTO_ROLE_ACCEPTOR, 1, test_acceptor_body, NULL, 0, 0.0, NULL, 0, 0, 0, 0},
+    {"worker", DITTO_ROLE_WORKER, 2, test_body, test_body_init, 0, 0.0, test_warm, 3, 0, 2048, 2048},
+    {"timer", DITTO_ROLE_BACKGROUND, 1, test_background_body, NULL, 20000, 0.0, NULL, 0, 5000, 0, 0},
 };
 
 const struct ditto_config ditto_clone_config = {
