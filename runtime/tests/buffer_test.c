@@ -56,8 +56,9 @@ int main(void)
     /* Set up in that order, a buffer is zero over its whole length (under ASan, a write outside it
      * would be reported). */
     size_t bytes = 3 * 4096 + 64;
-    uint8_t *p = ditto_buffer_alloc_first(bytes, 4096, 4096);
-    CHECK(p != NULL, "ditto_buffer_alloc_first(%zu) failed", bytes);
+    const struct ditto_cluster stream = {.first_touch_lo = 4096, .first_touch_bytes = 4096};
+    uint8_t *p = ditto_buffer_alloc(bytes, &stream);
+    CHECK(p != NULL, "ditto_buffer_alloc(%zu) failed", bytes);
     if (p != NULL) {
         size_t nonzero = 0;
         for (size_t i = 0; i < bytes; i++)

@@ -1647,13 +1647,14 @@ pub fn adjust_with(
         let original = aimed_original.as_ref().unwrap_or(original);
         let o = driver_figure(original, g.driver);
         let c = driver_figure(&current.figures, g.driver);
-        let odds_lead = (g.knob == FIRST_TOUCH_LEADS_THE_LAST_LEVEL && g.driver == LLC_MISS_ODDS)
-            .then(|| {
-                o.zip(c)
-                    .and_then(|(o, c)| first_touch_odds_elasticity(o, c))
-            })
-            .flatten()
-            .map(|elasticity| Group { elasticity, ..*g });
+        let odds_lead = match (o, c) {
+            (Some(o), Some(c))
+                if g.knob == FIRST_TOUCH_LEADS_THE_LAST_LEVEL && g.driver == LLC_MISS_ODDS =>
+            {
+                first_touch_odds_elasticity(o, c).map(|elasticity| Group { elasticity, ..*g })
+            }
+            _ => None,
+        };
         let g = odds_lead.as_ref().unwrap_or(g);
         let mut adj = Adjustment {
             group: g.name.to_string(),

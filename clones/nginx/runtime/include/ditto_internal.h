@@ -358,12 +358,10 @@ struct ditto_background *ditto_background_start(const struct ditto_rt *rt);
 void ditto_background_stop(struct ditto_background *bg);
 
 /* ---- main.c: helpers shared by the models ---- */
-/* A zeroed, page-aligned buffer of `bytes` (at least 64), every line written once; NULL on failure.
- * Freed with ditto_buffer_free and the same size. */
-void *ditto_buffer_alloc(size_t bytes);
-/* The same, with the lines of [first_lo, first_lo + first_bytes) written before the others (a
- * first-touch stream's region, struct ditto_cluster). */
-void *ditto_buffer_alloc_first(size_t bytes, uint64_t first_lo, uint64_t first_bytes);
+/* A zeroed, page-aligned buffer of `bytes` (at least 64), every line written once, those of
+ * `stream`'s first-touch region (struct ditto_cluster; NULL or 0 bytes: none) before the others;
+ * NULL on failure. Freed with ditto_buffer_free and the same size. */
+void *ditto_buffer_alloc(size_t bytes, const struct ditto_cluster *stream);
 /* The parts of a buffer of n bytes in the order its set-up writes them: the stream's region
  * [first_lo rounded down to a line, + first_bytes) clipped to the buffer, then the lines below it,
  * then those above. The three cover [0, n) once; the first is empty where there is no stream. */

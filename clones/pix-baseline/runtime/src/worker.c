@@ -36,9 +36,7 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
     w->contention_scale = 1.0; /* the profiled load's, until a rate is measured */
     w->ctx.shared = rt->shared;
     w->ctx.stream = stream;
-    w->ctx.priv = cluster != NULL ? ditto_buffer_alloc_first(cfg->priv_bytes, cluster->first_touch_lo,
-                                                             cluster->first_touch_bytes)
-                                  : ditto_buffer_alloc(cfg->priv_bytes);
+    w->ctx.priv = ditto_buffer_alloc(cfg->priv_bytes, cluster);
     if (w->ctx.priv == NULL) {
         ditto_warn("out of memory for a %zu-byte private buffer", cfg->priv_bytes);
         goto fail;

@@ -13,7 +13,7 @@
 #include "ditto_internal.h"
 
 /* Anonymous mappings, each line then written once (one byte per 64): the first-touch stream's
- * region [first_lo, first_lo + first_bytes) first, then the rest in address order.
+ * region of `stream` (a cluster, or NULL for none) first, then the rest in address order.
  *
  * Why the writes: they leave the caches and the resident pages as a memset would (every line touched,
  * every page faulted in before the first request), so a simulated cache sees the buffers as warm as
@@ -40,8 +40,14 @@ void ditto_buffer_order(size_t n, uint64_t first_lo, uint64_t first_bytes, struc
     out[2] = (struct ditto_range){hi, n};
 }
 
+static void buffer_order(size_t n, const struct ditto_cluster *stream, struct ditto_range out[3])
+{
+    ditto_buffer_order(n, stream != NULL ? stream->first_touch_lo : 0,
+                       stream != NULL ? stream->first_touch_bytes : 0, out);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
-void *ditto_buffer_alloc_first(size_t bytes, uint64_t first_lo, uint64_t first_bytes)
+void *ditto_buffer_alloc(size_t bytes, const struct ditto_cluster *stream)
 {
     if (bytes > SIZE_MAX - 64)
         return NULL;
@@ -50,7 +56,7 @@ void *ditto_buffer_alloc_first(size_t bytes, uint64_t first_lo, uint64_t first_b
     if (p == NULL)
         return NULL;
     struct ditto_range order[3];
-    ditto_buffer_order(n, first_lo, first_bytes, order);
+    buffer_order(n, stream, order);
     for (int i = 0; i < 3; i++)
         memset(p + order[i].lo, 0, order[i].hi - order[i].lo);
     return p;
@@ -62,14 +68,14 @@ void ditto_buffer_free(void *p, size_t bytes)
     free(p);
 }
 #else
-void *ditto_buffer_alloc_first(size_t bytes, uint64_t first_lo, uint64_t first_bytes)
+void *ditto_buffer_alloc(size_t bytes, const struct ditto_cluster *stream)
 {
     size_t n = bytes < 64 ? 64 : bytes;
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     struct ditto_range order[3];
-    ditto_buffer_order(n, first_lo, first_bytes, order);
+    buffer_order(n, stream, order);
     for (int i = 0; i < 3; i++) {
         for (size_t off = order[i].lo; off < order[i].hi; off += 64)
             ((volatile uint8_t *)p)[off] = 0;
@@ -84,11 +90,6 @@ void ditto_buffer_free(void *p, size_t bytes)
 }
 #endif
 
-void *ditto_buffer_alloc(size_t bytes)
-{
-    return ditto_buffer_alloc_first(bytes, 0, 0);
-}
-
 /* The first-touch stream's region of the shared buffer: every body with a stream has it at the
  * same place (the upper half of the largest buffer), so the first cluster that has one says. */
 static const struct ditto_cluster *stream_cluster(const struct ditto_config *cfg)
@@ -102,9 +103,7 @@ static const struct ditto_cluster *stream_cluster(const struct ditto_config *cfg
 
 int ditto_process_init(struct ditto_rt *rt)
 {
-    const struct ditto_cluster *sc = stream_cluster(rt->cfg);
-    rt->shared = ditto_buffer_alloc_first(rt->cfg->shared_bytes, sc != NULL ? sc->first_touch_lo : 0,
-                                          sc != NULL ? sc->first_touch_bytes : 0);
+    rt->shared = ditto_buffer_alloc(rt->cfg->shared_bytes, stream_cluster(rt->cfg));
     if (rt->shared == NULL) {
         ditto_warn("out of memory for the %zu-byte shared buffer", rt->cfg->shared_bytes);
         return -1;
